@@ -1,0 +1,158 @@
+#pragma once
+// rtnetlink through libnl-3, one socket per namespace. A socket stays bound
+// to the namespace it was created in, so configuring a namespace never
+// needs entering it once its socket exists.
+
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lanes/testbed/address.hpp"
+#include "lanes/testbed/handle.hpp"
+#include "lanes/testbed/result.hpp"
+
+struct nl_sock;
+extern "C" void nl_socket_free(struct nl_sock*);
+
+namespace lanes::testbed {
+
+// The error category of libnl's NLE_* codes.
+const std::error_category& libnl_category();
+
+struct LinkInfo {
+  int index = 0;
+  std::string name;
+  std::string kind;  // "veth", "netkit", ... ("" for loopback and unknown)
+  bool admin_up = false;
+  bool carrier = false;
+  int mtu = 0;
+  uint64_t rx_bytes = 0, tx_bytes = 0, rx_packets = 0, tx_packets = 0;
+  uint64_t rx_dropped = 0, tx_dropped = 0;
+};
+
+struct AddrInfo {
+  int index = 0;
+  int family = 0;
+  std::string addr;  // "198.18.128.1/31"
+};
+
+struct QdiscInfo {
+  int index = 0;
+  std::string kind;
+  uint32_t handle = 0;
+  uint32_t parent = 0;
+  uint64_t rate_bps = 0;  // TBF only
+  uint32_t burst_bytes = 0;
+  uint32_t limit_bytes = 0;
+};
+
+struct NexthopInfo {
+  uint32_t id = 0;
+  int oif = 0;
+  std::string gateway;
+  bool is_group = false;
+  bool resilient = false;
+  uint16_t buckets = 0;
+  std::vector<std::pair<uint32_t, uint16_t>> members;  // {id, weight}
+};
+
+struct RouteNexthop {
+  std::string gateway;  // "" for a device route
+  int ifindex = 0;
+  int weight = 1;
+};
+
+struct Route {
+  int family = 0;       // AF_INET or AF_INET6
+  std::string dst;      // "198.19.0.0/22", "default"
+  std::vector<RouteNexthop> nexthops;  // more than one: multipath
+  uint32_t nh_id = 0;   // route through a nexthop object instead
+  uint32_t table = 254; // main
+  uint32_t metric = 0;
+};
+
+struct ResilientParams {
+  uint16_t buckets = 128;
+  uint32_t idle_timer_s = 120;
+  uint32_t unbalanced_timer_s = 0;
+};
+
+class Netlink {
+ public:
+  Netlink() = default;
+  // A socket in the calling thread's namespace; NS names it in messages.
+  static Result<Netlink> open_here(const std::string& ns);
+  // A socket in the namespace NS_FD, created on a helper thread.
+  static Result<Netlink> open_in(int ns_fd, const std::string& ns);
+
+  const std::string& ns() const { return ns_; }
+
+  // Creates a veth pair NAME (here, ifindex INDEX, 0 = kernel's choice)
+  // and PEER inside namespace PEER_NS_FD (-1 = here). Both come up unless UP
+  // is false.
+  Status create_veth(const std::string& name, int index, const std::string& peer, int peer_index,
+                     int peer_ns_fd, const std::string& peer_ns, bool up = true);
+  // Creates a dummy device (e.g. for a task IP).
+  Status create_dummy(const std::string& name, int index = 0);
+  // Creates a link of KIND with no extra attributes; EOPNOTSUPP/ENOENT
+  // style errors tell that the kernel lacks the kind (feature probes).
+  Status create_link_of_kind(const std::string& name, const std::string& kind);
+  Status delete_link(const std::string& name);
+  Status set_link_up(int index, bool up, const std::string& name);
+  Result<int> ifindex(const std::string& name);
+  Result<std::vector<LinkInfo>> links();
+  Result<std::optional<LinkInfo>> link(const std::string& name);
+
+  Status add_address(int index, const IfAddr4& a, const std::string& ifname);
+  Status add_address(int index, const IfAddr6& a, const std::string& ifname);
+  Result<std::vector<AddrInfo>> addresses();
+
+  Status add_route(const Route& r);
+  Status delete_route(const Route& r);
+  Result<std::vector<std::string>> routes(int family);  // "dst via gw dev ifindex" lines
+
+  Status add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace = false);
+  Status add_nexthop_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members,
+                           const std::optional<ResilientParams>& resilient, bool replace = false);
+  Status delete_nexthop(uint32_t id);
+  Result<std::vector<NexthopInfo>> nexthops();
+
+  // TBF at the root of INDEX's egress: RATE_BPS bits per second.
+  Status set_tbf(int index, uint64_t rate_bps, const std::string& ifname);
+  Result<std::vector<QdiscInfo>> qdiscs();
+
+  nl_sock* raw() const { return sock_.get(); }
+
+ private:
+  Netlink(UniquePtr<nl_sock, nl_socket_free> s, std::string ns) : sock_(std::move(s)), ns_(std::move(ns)) {}
+  Status send_raw(void* msg, const std::string& what);  // takes ownership of an nl_msg
+
+  UniquePtr<nl_sock, nl_socket_free> sock_;
+  std::string ns_;
+};
+
+// Link events (RTNLGRP_LINK) of one namespace, for poll/epoll loops.
+struct LinkEvent {
+  int index = 0;
+  std::string name;
+  bool admin_up = false;
+  bool carrier = false;
+  bool deleted = false;
+};
+
+class LinkMonitor {
+ public:
+  LinkMonitor() = default;
+  static Result<LinkMonitor> open_in(int ns_fd, const std::string& ns);
+  int fd() const;
+  // Reads every pending event without blocking.
+  Result<std::vector<LinkEvent>> read_events();
+
+ private:
+  explicit LinkMonitor(UniquePtr<nl_sock, nl_socket_free> s) : sock_(std::move(s)) {}
+  UniquePtr<nl_sock, nl_socket_free> sock_;
+};
+
+}  // namespace lanes::testbed
