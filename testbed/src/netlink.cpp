@@ -135,10 +135,10 @@ Status Netlink::create_veth(const std::string& name, int index, const std::strin
   if (index > 0) rtnl_link_set_ifindex(link, index);
   if (peer_index > 0) rtnl_link_set_ifindex(p, peer_index);
   if (peer_ns_fd >= 0) rtnl_link_set_ns_fd(p, peer_ns_fd);
-  if (up) {
-    rtnl_link_set_flags(link, IFF_UP);
-    rtnl_link_set_flags(p, IFF_UP);
-  }
+  // Only this end can come up in the same request: the kernel configures
+  // the peer before the pair is joined, and opening it then fails with
+  // ENOTCONN. The caller brings the peer up from the peer's namespace.
+  if (up) rtnl_link_set_flags(link, IFF_UP);
   int err = rtnl_link_add(sock_.get(), link, NLM_F_CREATE | NLM_F_EXCL);
   rtnl_link_put(p);
   rtnl_link_veth_release(link);

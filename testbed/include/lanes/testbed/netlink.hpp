@@ -90,8 +90,8 @@ class Netlink {
   const std::string& ns() const { return ns_; }
 
   // Creates a veth pair NAME (here, ifindex INDEX, 0 = kernel's choice)
-  // and PEER inside namespace PEER_NS_FD (-1 = here). Both come up unless UP
-  // is false.
+  // and PEER inside namespace PEER_NS_FD (-1 = here). NAME comes up unless
+  // UP is false; PEER stays down until set_link_up from its namespace.
   Status create_veth(const std::string& name, int index, const std::string& peer, int peer_index,
                      int peer_ns_fd, const std::string& peer_ns, bool up = true);
   // Creates a dummy device (e.g. for a task IP).

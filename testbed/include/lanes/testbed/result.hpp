@@ -23,6 +23,10 @@ class [[nodiscard]] Result {
     throw_if_error();
     return std::get<T>(v_);
   }
+  const T& value() const& {
+    throw_if_error();
+    return std::get<T>(v_);
+  }
   T&& value() && {
     throw_if_error();
     return std::get<T>(std::move(v_));

@@ -1,0 +1,26 @@
+#pragma once
+// Kernel features lanes adapts to, probed at run time in a scratch network
+// namespace of its own (never the root namespace): netkit devices, the
+// netem qdisc, nexthop objects and resilient nexthop groups.
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace lanes::testbed {
+
+struct KernelFeatures {
+  std::string kernel;  // uname release
+  bool netkit = false;
+  bool dummy = false;
+  bool netem = false;
+  bool tbf = false;
+  bool nexthop_objects = false;
+  bool resilient_groups = false;
+  std::string notes;  // what a missing feature disables
+
+  nlohmann::json to_json() const;
+};
+
+KernelFeatures probe_kernel_features();
+
+}  // namespace lanes::testbed

@@ -1,0 +1,61 @@
+#pragma once
+// Process supervision (Boost.Process): start a program inside a node's
+// network namespace (setns in the child before exec), log its output to a
+// file in the run directory, notice when it exits, stop it with SIGTERM
+// then SIGKILL.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lanes/testbed/result.hpp"
+
+namespace lanes::testbed {
+
+struct ProcessSpec {
+  std::string name;                 // for messages: "gobgpd on r1-tor"
+  std::vector<std::string> argv;    // argv[0] is looked up in PATH if it has no '/'
+  int netns_fd = -1;                // -1: stay in lanes' namespace
+  std::string log_path;             // stdout and stderr are appended here; "" = inherit stdio
+  std::vector<std::pair<std::string, std::string>> env;  // added to lanes' environment
+  bool new_session = true;          // setsid(), so a terminal's ^C reaches lanes only
+};
+
+class Daemon {
+ public:
+  Daemon();
+  ~Daemon();  // stops a still-running, attached daemon
+  Daemon(Daemon&&) noexcept;
+  Daemon& operator=(Daemon&&) noexcept;
+
+  static Result<Daemon> start(const ProcessSpec& spec);
+
+  pid_t pid() const;
+  const std::string& name() const;
+  // false once the process has exited (reaps it).
+  bool running();
+  // Exit status once exited: the exit code, or 128 + signal number.
+  std::optional<int> exit_status();
+  // Blocks until the process exits; returns its exit status.
+  int wait();
+  // SIGTERM, wait up to GRACE, then SIGKILL. Returns the exit status.
+  Result<int> stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
+  // Leaves the process running when this object goes (lanes up).
+  void detach();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Stops a process lanes started earlier (not necessarily its child), by pid,
+// only if its start time still matches: SIGTERM, wait up to GRACE, SIGKILL.
+// Returns true if the process was running.
+bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace);
+
+}  // namespace lanes::testbed

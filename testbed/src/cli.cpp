@@ -1,0 +1,714 @@
+#include "lanes/testbed/cli.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "lanes/testbed/features.hpp"
+#include "lanes/testbed/graph.hpp"
+#include "lanes/testbed/interrupt.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/testbed.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/testbed/version.hpp"
+
+namespace po = boost::program_options;
+
+namespace lanes::testbed {
+namespace {
+
+constexpr int kOk = 0;
+constexpr int kFailure = 1;
+constexpr int kBadInput = 2;
+
+// A usage problem on the command line: printed with the command's usage, exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Command {
+  const char* name;
+  const char* args;
+  const char* summary;
+  int (*fn)(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+};
+
+extern const std::vector<Command> kCommands;
+
+std::string usage_line(const Command& c) { return fmt::format("lanes {} {}", c.name, c.args); }
+
+void print_main_help(std::ostream& out) {
+  out << "lanes " << kVersion
+      << " — network emulation testbed for multi-NIC AI training hosts\n\n"
+         "usage: lanes [--log-level debug|info|warn|error] COMMAND [ARGS]\n\ncommands:\n";
+  for (const auto& c : kCommands) out << fmt::format("  {:<44} {}\n", fmt::format("{} {}", c.name, c.args), c.summary);
+  out << "\n'lanes COMMAND --help' describes a command. Exit codes: 0 ok, 1 failure, 2 bad input.\n"
+         "Runs keep their state in $LANES_STATE_DIR (default /run/lanes).\n";
+}
+
+// Parses ARGS with DESC and POSITIONAL; prints help and returns false on --help.
+bool parse(const std::vector<std::string>& args, const Command& cmd, po::options_description& desc,
+           const po::positional_options_description& pos, po::variables_map& vm, std::ostream& out,
+           const char* details = nullptr) {
+  desc.add_options()("help,h", "show this help");
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(fmt::format("{}\nusage: {}", e.what(), usage_line(cmd)));
+  }
+  if (vm.count("help")) {
+    out << "usage: " << usage_line(cmd) << "\n\n" << cmd.summary << "\n";
+    if (details) out << "\n" << details << "\n";
+    out << "\n" << desc << "\n";
+    return false;
+  }
+  return true;
+}
+
+const Command& cmd_named(const char* name) {
+  for (const auto& c : kCommands)
+    if (std::string_view(c.name) == name) return c;
+  throw std::logic_error("no command");
+}
+
+bool have_privileges(std::ostream& err, const char* what) {
+  if (::geteuid() == 0) return true;
+  err << "lanes " << what << ": needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to create network "
+      << "namespaces)\n";
+  return false;
+}
+
+std::string fmt_ms(std::chrono::microseconds us) { return fmt::format("{:.1f} ms", us.count() / 1000.0); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// ---- validate ----
+
+std::string summary_of(const Topology& t) {
+  size_t nics = 0;
+  for (const auto& n : t.nodes) nics += n.nics.size();
+  return fmt::format("topology '{}': {} rack{}, {} spine{}, {} host{} ({} NICs), {} server{}, {} links",
+                     t.name, t.racks.size(), t.racks.size() == 1 ? "" : "s", t.count(NodeKind::spine),
+                     t.count(NodeKind::spine) == 1 ? "" : "s", t.count(NodeKind::host),
+                     t.count(NodeKind::host) == 1 ? "" : "s", nics, t.count(NodeKind::server),
+                     t.count(NodeKind::server) == 1 ? "" : "s", t.links.size());
+}
+
+int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::vector<std::string> files;
+  desc.add_options()("file", po::value(&files)->required(), "topology file(s)");
+  po::positional_options_description pos;
+  pos.add("file", -1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("validate"), desc, pos, vm, out)) return kOk;
+  int rc = kOk;
+  for (const auto& f : files) {
+    try {
+      auto t = load_topology(f);
+      out << f << ": ok, " << summary_of(t) << "\n";
+    } catch (const InputError& e) {
+      err << e.what() << "\n";
+      rc = kBadInput;
+    }
+  }
+  return rc;
+}
+
+// ---- graph ----
+
+int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  po::options_description desc("options");
+  std::string file, format = "dot";
+  desc.add_options()("file", po::value(&file)->required(), "topology file")(
+      "format,f", po::value(&format)->default_value("dot"), "dot (Graphviz) or mermaid");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("graph"), desc, pos, vm, out)) return kOk;
+  if (format != "dot" && format != "mermaid")
+    throw UsageError(fmt::format("--format {}: expected dot or mermaid", format));
+  auto t = load_topology(file);
+  out << (format == "dot" ? to_dot(t) : to_mermaid(t));
+  return kOk;
+}
+
+// ---- up ----
+
+int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::string file, run_id;
+  desc.add_options()("file", po::value(&file)->required(), "topology file")(
+      "run-id", po::value(&run_id), "run id (1-8 of a-z, 0-9); default: a fresh random one")(
+      "json", "print the result as JSON");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("up"), desc, pos, vm, out,
+             "Builds the topology (a network namespace per node, a veth pair per link, addresses,\n"
+             "TBF line rates) and leaves it running. 'lanes down RUN' removes it."))
+    return kOk;
+  Topology topo = load_topology(file);  // bad input: exit 2, nothing created
+  RunRegistry reg;
+  if (!run_id.empty() && !RunRegistry::valid_id(run_id))
+    throw UsageError(fmt::format("--run-id {}: use 1-8 characters of a-z and 0-9", run_id));
+  if (!have_privileges(err, "up")) return kFailure;
+  if (run_id.empty()) run_id = reg.new_id();
+  if (reg.exists(run_id) || !list_netns(RunRegistry::netns_prefix(run_id)).empty()) {
+    err << "lanes up: run id '" << run_id << "' is already in use (lanes status; lanes down " << run_id
+        << ")\n";
+    return kBadInput;
+  }
+  auto lock = reg.create(run_id);
+  if (!lock) {
+    err << "lanes up: " << lock.error().what() << "\n";
+    return kFailure;
+  }
+  log::add_file_sink(reg.dir(run_id) + "/lanes.log");
+  RunState state;
+  state.id = run_id;
+  state.topology_name = topo.name;
+  state.topology_file = std::filesystem::absolute(file).string();
+  state.phase = "creating";
+  state.owner = ::getpid();
+  state.created_unix = static_cast<int64_t>(std::time(nullptr));
+  {
+    std::ofstream copy(reg.dir(run_id) + "/topology.xml", std::ios::binary);
+    copy << read_file(file);
+  }
+  if (auto st = reg.save(state); !st) {
+    err << "lanes up: " << st.error().what() << "\n";
+    (void)reg.remove_dir(run_id);
+    return kFailure;
+  }
+  install_interrupt_handlers();  // ^C while building: roll back, then exit
+  auto tb = Testbed::build(topo, run_id);
+  if (!tb) {
+    err << "lanes up: " << tb.error().what() << "\n";
+    (void)reg.remove_dir(run_id);
+    return kFailure;
+  }
+  state.phase = "up";
+  if (auto st = reg.save(state); !st) {
+    err << "lanes up: " << st.error().what() << "\n";
+    return kFailure;
+  }
+  const auto& tm = tb.value().timings();
+  if (vm.count("json")) {
+    nlohmann::json j = {{"run_id", run_id},
+                        {"topology", topo.name},
+                        {"namespaces", topo.nodes.size()},
+                        {"links", topo.links.size()},
+                        {"timings_ms",
+                         {{"namespaces", tm.namespaces.count() / 1000.0},
+                          {"links", tm.links.count() / 1000.0},
+                          {"addresses", tm.addresses.count() / 1000.0},
+                          {"qdiscs", tm.qdiscs.count() / 1000.0},
+                          {"total", tm.total.count() / 1000.0}}}};
+    out << j.dump(2) << "\n";
+  } else {
+    out << fmt::format("run {} is up: {} namespaces, {} links in {} (lanes status {}; lanes down {})\n",
+                       run_id, topo.nodes.size(), topo.links.size(), fmt_ms(tm.total), run_id, run_id);
+  }
+  return kOk;
+}
+
+// ---- status ----
+
+std::string phase_of(const RunRegistry& reg, const std::string& id, const Result<RunState>& st) {
+  if (reg.in_use(id)) return st ? st.value().phase : "creating";
+  if (!st) return "dead";
+  if (st.value().phase != "up") return "dead";
+  return "up";
+}
+
+std::string age_of(int64_t created) {
+  if (created == 0) return "-";
+  auto s = static_cast<long long>(std::time(nullptr) - created);
+  if (s < 120) return fmt::format("{}s", s);
+  if (s < 7200) return fmt::format("{}m", s / 60);
+  return fmt::format("{}h", s / 3600);
+}
+
+nlohmann::json run_summary_json(const RunRegistry& reg, const std::string& id) {
+  auto st = reg.load(id);
+  nlohmann::json j = {{"id", id},
+                      {"phase", phase_of(reg, id, st)},
+                      {"namespaces", list_netns(RunRegistry::netns_prefix(id)).size()}};
+  if (st) {
+    j["topology"] = st.value().topology_name;
+    j["topology_file"] = st.value().topology_file;
+    j["created_unix"] = st.value().created_unix;
+    j["owner"] = st.value().owner;
+  }
+  return j;
+}
+
+nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id) {
+  nlohmann::json j = run_summary_json(reg, id);
+  std::optional<Topology> topo;
+  try {
+    topo = load_topology_text(read_file(reg.dir(id) + "/topology.xml"), reg.dir(id) + "/topology.xml");
+  } catch (const std::exception& e) {
+    j["error"] = std::string("cannot read the run's topology: ") + e.what();
+    return j;
+  }
+  nlohmann::json nodes = nlohmann::json::array();
+  for (size_t i = 0; i < topo->nodes.size(); ++i) {
+    const Node& n = topo->nodes[i];
+    std::string nsname = RunRegistry::netns_name(id, n.name);
+    nlohmann::json jn = {{"name", n.name}, {"kind", to_string(n.kind)}, {"netns", nsname}};
+    if (n.rack >= 0) jn["rack"] = topo->racks[n.rack].name;
+    if (n.kind == NodeKind::spine || n.kind == NodeKind::rack_switch) {
+      jn["asn"] = n.asn;
+      jn["router_id"] = n.router_id.to_string();
+    }
+    if (n.job) {
+      jn["job"] = {{"name", n.job->name},
+                   {"task_ip4", n.job->task_ip4.to_string()},
+                   {"task_ip6", n.job->task_ip6.to_string()},
+                   {"egress", to_string(n.job->egress)},
+                   {"vip", to_string(n.job->vip)}};
+    }
+    auto ns = Netns::open(nsname);
+    jn["present"] = ns.ok();
+    if (ns) {
+      auto nl = Netlink::open_in(ns.value().fd(), nsname);
+      if (nl) {
+        auto links = nl.value().links();
+        auto addrs = nl.value().addresses();
+        auto qd = nl.value().qdiscs();
+        nlohmann::json ifs = nlohmann::json::array();
+        if (links) {
+          for (const auto& l : links.value()) {
+            if (l.name == "lo") continue;
+            nlohmann::json ji = {{"name", l.name},       {"index", l.index},
+                                 {"kind", l.kind},       {"up", l.admin_up},
+                                 {"carrier", l.carrier}, {"rx_bytes", l.rx_bytes},
+                                 {"tx_bytes", l.tx_bytes}, {"rx_packets", l.rx_packets},
+                                 {"tx_packets", l.tx_packets}, {"tx_dropped", l.tx_dropped}};
+            nlohmann::json a = nlohmann::json::array();
+            if (addrs)
+              for (const auto& ad : addrs.value())
+                if (ad.index == l.index && ad.addr.rfind("fe80", 0) != 0) a.push_back(ad.addr);
+            ji["addresses"] = a;
+            if (qd)
+              for (const auto& q : qd.value())
+                if (q.index == l.index && q.kind == "tbf") ji["rate_bps"] = q.rate_bps;
+            // the peer from the topology
+            for (const auto& lk : topo->links) {
+              const Endpoint* me = nullptr;
+              const Endpoint* peer = nullptr;
+              if (lk.a.node == static_cast<int>(i) && lk.a.ifname == l.name) me = &lk.a, peer = &lk.b;
+              if (lk.b.node == static_cast<int>(i) && lk.b.ifname == l.name) me = &lk.b, peer = &lk.a;
+              if (me) ji["peer"] = topo->nodes[peer->node].name + ":" + peer->ifname;
+            }
+            ifs.push_back(ji);
+          }
+        }
+        jn["interfaces"] = ifs;
+      }
+    }
+    nodes.push_back(jn);
+  }
+  j["nodes"] = nodes;
+  return j;
+}
+
+int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::string run;
+  desc.add_options()("run", po::value(&run), "run id; without it, every run is listed")(
+      "json", "print JSON instead of tables");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("status"), desc, pos, vm, out)) return kOk;
+  RunRegistry reg;
+  bool json = vm.count("json");
+  if (run.empty()) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const auto& id : reg.list()) runs.push_back(run_summary_json(reg, id));
+    if (json) {
+      out << nlohmann::json{{"runs", runs}}.dump(2) << "\n";
+      return kOk;
+    }
+    if (runs.empty()) {
+      out << "no runs (lanes up FILE starts one)\n";
+      return kOk;
+    }
+    out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", "RUN", "PHASE", "TOPOLOGY", "NAMESPACES", "AGE");
+    for (const auto& r : runs)
+      out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", r["id"].get<std::string>(),
+                         r["phase"].get<std::string>(), r.value("topology", "?"),
+                         r["namespaces"].get<size_t>(), age_of(r.value("created_unix", int64_t{0})));
+    return kOk;
+  }
+  if (!reg.exists(run)) {
+    err << "lanes status: no run '" << run << "' (lanes status lists the runs)\n";
+    return kBadInput;
+  }
+  auto j = run_detail_json(reg, run);
+  if (json) {
+    out << j.dump(2) << "\n";
+    return kOk;
+  }
+  out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, j["phase"].get<std::string>(),
+                     age_of(j.value("created_unix", int64_t{0})), j.value("topology", "?"),
+                     j.value("topology_file", "?"));
+  if (j.contains("error")) {
+    out << "  " << j["error"].get<std::string>() << "\n";
+    return kFailure;
+  }
+  for (const auto& n : j["nodes"]) {
+    std::string extra;
+    if (n.contains("asn")) extra = fmt::format(" AS {} router-id {}", n["asn"].get<uint32_t>(), n["router_id"].get<std::string>());
+    if (n.contains("job"))
+      extra = fmt::format(" job {} task {} {} egress {} vip {}", n["job"]["name"].get<std::string>(),
+                          n["job"]["task_ip4"].get<std::string>(), n["job"]["task_ip6"].get<std::string>(),
+                          n["job"]["egress"].get<std::string>(), n["job"]["vip"].get<std::string>());
+    out << fmt::format("{} ({}){}{}\n", n["name"].get<std::string>(), n["kind"].get<std::string>(), extra,
+                       n["present"].get<bool>() ? "" : "  [namespace missing]");
+    if (!n.contains("interfaces")) continue;
+    for (const auto& i : n["interfaces"]) {
+      std::string addrs;
+      for (const auto& a : i["addresses"]) addrs += (addrs.empty() ? "" : " ") + a.get<std::string>();
+      out << fmt::format("  {:<7} {:<4} {:<10} {:<18} {:>9} tx {:>12} rx {:>12}  {}\n",
+                         i["name"].get<std::string>(), i["up"].get<bool>() ? "up" : "down",
+                         i["carrier"].get<bool>() ? "carrier" : "no-carrier",
+                         i.value("peer", "-"),
+                         i.contains("rate_bps") ? format_rate(i["rate_bps"].get<uint64_t>()) : "unshaped",
+                         i["tx_bytes"].get<uint64_t>(), i["rx_bytes"].get<uint64_t>(), addrs);
+    }
+  }
+  return kOk;
+}
+
+// ---- exec ----
+
+int cmd_exec(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto dd = std::find(args.begin(), args.end(), "--");
+  std::vector<std::string> before(args.begin(), dd);
+  std::vector<std::string> command;
+  if (dd != args.end()) command.assign(dd + 1, args.end());
+  po::options_description desc("options");
+  std::string run, node;
+  desc.add_options()("run", po::value(&run)->required(), "run id")("node", po::value(&node)->required(),
+                                                                    "node name");
+  po::positional_options_description pos;
+  pos.add("run", 1).add("node", 1);
+  po::variables_map vm;
+  if (!parse(before, cmd_named("exec"), desc, pos, vm, out,
+             "Runs CMD inside NODE's network namespace with lanes' stdin, stdout and stderr;\n"
+             "exits with CMD's exit status."))
+    return kOk;
+  if (command.empty()) throw UsageError("missing the command after '--'\nusage: " + usage_line(cmd_named("exec")));
+  if (!have_privileges(err, "exec")) return kFailure;
+  std::string nsname = RunRegistry::netns_name(run, node);
+  auto ns = Netns::open(nsname);
+  if (!ns) {
+    err << "lanes exec: no node '" << node << "' in run '" << run << "' (" << ns.error().what() << ")\n";
+    return kBadInput;
+  }
+  ProcessSpec spec;
+  spec.name = command[0] + " on " + node;
+  spec.argv = command;
+  spec.netns_fd = ns.value().fd();
+  spec.new_session = false;
+  spec.env = {{"LANES_RUN", run}, {"LANES_NODE", node}};
+  // ^C goes to the command; lanes waits for it
+  struct sigaction ign {}, old_int{}, old_quit{};
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ign, &old_int);
+  ::sigaction(SIGQUIT, &ign, &old_quit);
+  auto d = Daemon::start(spec);
+  if (!d) {
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    err << "lanes exec: " << d.error().what() << "\n";
+    return 127;
+  }
+  int rc = d.value().wait();
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGQUIT, &old_quit, nullptr);
+  return rc;
+}
+
+// ---- down and clean ----
+
+struct RemoveResult {
+  bool ok = true;
+  TeardownReport report;
+  std::chrono::microseconds took{0};
+};
+
+// Takes run ID down: its daemons, processes, namespaces, BPF pins and directory.
+RemoveResult remove_run(const RunRegistry& reg, const std::string& id, std::ostream& err) {
+  auto t0 = std::chrono::steady_clock::now();
+  RemoveResult res;
+  std::vector<DaemonRecord> daemons;
+  std::optional<RunLock> lock;
+  if (reg.exists(id)) {
+    auto l = reg.lock(id, false);
+    if (!l) {
+      err << "lanes: run " << id << " is in use by another lanes process; not touched\n";
+      res.ok = false;
+      return res;
+    }
+    lock.emplace(std::move(l).value());
+    auto st = reg.load(id);
+    if (st) {
+      RunState s = st.value();
+      daemons = s.daemons;
+      s.phase = "stopping";
+      s.owner = ::getpid();
+      (void)reg.save(s);
+    }
+  }
+  res.report = teardown_run(id, daemons);
+  for (const auto& e : res.report.errors) {
+    err << "lanes: run " << id << ": " << e << "\n";
+    res.ok = false;
+  }
+  if (res.ok && reg.exists(id)) {
+    if (auto st = reg.remove_dir(id); !st) {
+      err << "lanes: " << st.error().what() << "\n";
+      res.ok = false;
+    }
+  }
+  res.took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  return res;
+}
+
+int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::string run;
+  desc.add_options()("run", po::value(&run), "run id (may be omitted when only one run exists)")(
+      "all", "take every run down that no lanes process is using");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("down"), desc, pos, vm, out)) return kOk;
+  if (!have_privileges(err, "down")) return kFailure;
+  RunRegistry reg;
+  std::vector<std::string> ids;
+  if (vm.count("all")) {
+    if (!run.empty()) throw UsageError("give either RUN or --all");
+    ids = reg.list();
+  } else if (run.empty()) {
+    ids = reg.list();
+    if (ids.size() > 1) {
+      err << "lanes down: " << ids.size() << " runs exist; name one or use --all:";
+      for (const auto& i : ids) err << " " << i;
+      err << "\n";
+      return kBadInput;
+    }
+  } else {
+    if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
+    if (!reg.exists(run) && list_netns(RunRegistry::netns_prefix(run)).empty()) {
+      err << "lanes down: no run '" << run << "' (lanes status lists the runs)\n";
+      return kBadInput;
+    }
+    ids = {run};
+  }
+  if (ids.empty()) {
+    out << "no runs to take down\n";
+    return kOk;
+  }
+  int rc = kOk;
+  for (const auto& id : ids) {
+    auto r = remove_run(reg, id, err);
+    if (!r.ok) rc = kFailure;
+    out << fmt::format("run {} {}: {} namespaces, {} processes removed in {}\n", id,
+                       r.ok ? "down" : "partly down", r.report.namespaces, r.report.processes, fmt_ms(r.took));
+  }
+  return rc;
+}
+
+int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  desc.add_options()("all", "also take down runs that are up (every run no lanes process is using)")(
+      "dry-run,n", "only list what would be removed");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse(args, cmd_named("clean"), desc, pos, vm, out,
+             "Removes what runs left behind: runs whose lanes process died while building or\n"
+             "tearing down (dead runs), namespaces and BPF pins of runs that have no directory,\n"
+             "and their processes. Runs that are up stay unless --all is given; runs a live\n"
+             "lanes process holds are never touched."))
+    return kOk;
+  bool dry = vm.count("dry-run");
+  bool all = vm.count("all");
+  if (!dry && !have_privileges(err, "clean")) return kFailure;
+  RunRegistry reg;
+  std::vector<std::pair<std::string, std::string>> targets;  // id, why
+  int kept_up = 0, live = 0;
+  for (const auto& id : reg.list()) {
+    auto st = reg.load(id);
+    std::string phase = phase_of(reg, id, st);
+    if (reg.in_use(id)) {
+      ++live;
+      continue;
+    }
+    if (phase == "dead")
+      targets.emplace_back(id, "dead run");
+    else if (all)
+      targets.emplace_back(id, "run " + phase);
+    else
+      ++kept_up;
+  }
+  std::map<std::string, bool> orphan_ids;
+  for (const auto& ns : list_netns("lanes-")) {
+    std::string id = RunRegistry::run_of_netns(ns);
+    if (!id.empty() && !reg.exists(id)) orphan_ids[id] = true;
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/fs/bpf", ec)) {
+    std::string n = e.path().filename().string();
+    if (n.rfind("lanes-", 0) == 0 && RunRegistry::valid_id(n.substr(6)) && !reg.exists(n.substr(6)))
+      orphan_ids[n.substr(6)] = true;
+  }
+  for (const auto& [id, _] : orphan_ids) targets.emplace_back(id, "orphaned objects (no run directory)");
+  int rc = kOk;
+  int namespaces = 0, processes = 0, pins = 0;
+  for (const auto& [id, why] : targets) {
+    if (dry) {
+      out << fmt::format("would remove run {} ({}): {} namespaces\n", id, why,
+                         list_netns(RunRegistry::netns_prefix(id)).size());
+      continue;
+    }
+    auto r = remove_run(reg, id, err);
+    if (!r.ok) rc = kFailure;
+    namespaces += r.report.namespaces;
+    processes += r.report.processes;
+    pins += r.report.bpf_pins;
+    out << fmt::format("removed run {} ({}): {} namespaces, {} processes\n", id, why, r.report.namespaces,
+                       r.report.processes);
+  }
+  if (!dry)
+    out << fmt::format("clean: {} runs removed ({} namespaces, {} processes, {} BPF pins)", targets.size(),
+                       namespaces, processes, pins);
+  else
+    out << fmt::format("clean --dry-run: {} runs would be removed", targets.size());
+  if (kept_up) out << fmt::format("; {} run{} up kept (--all removes them)", kept_up, kept_up == 1 ? "" : "s");
+  if (live) out << fmt::format("; {} run{} in use by a lanes process", live, live == 1 ? "" : "s");
+  out << "\n";
+  return rc;
+}
+
+// ---- features ----
+
+int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  desc.add_options()("json", "print JSON");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse(args, cmd_named("features"), desc, pos, vm, out,
+             "Probes the kernel in a scratch network namespace (nothing else is touched)."))
+    return kOk;
+  if (!have_privileges(err, "features")) return kFailure;
+  auto f = probe_kernel_features();
+  if (vm.count("json")) {
+    out << f.to_json().dump(2) << "\n";
+    return kOk;
+  }
+  auto yn = [](bool b) { return b ? "yes" : "no"; };
+  out << fmt::format("kernel            {}\nnetkit            {}\ndummy             {}\nnetem             {}\n"
+                     "tbf               {}\nnexthop objects   {}\nresilient groups  {}\n",
+                     f.kernel, yn(f.netkit), yn(f.dummy), yn(f.netem), yn(f.tbf), yn(f.nexthop_objects),
+                     yn(f.resilient_groups));
+  if (!f.notes.empty()) out << "notes: " << f.notes << "\n";
+  return kOk;
+}
+
+const std::vector<Command> kCommands = {
+    {"validate", "FILE...", "check topology files and summarise them", cmd_validate},
+    {"up", "FILE [--run-id ID] [--json]", "build a topology and leave it running", cmd_up},
+    {"status", "[RUN] [--json]", "list runs, or show one run's nodes and interfaces", cmd_status},
+    {"exec", "RUN NODE -- CMD...", "run a command inside a node's namespace", cmd_exec},
+    {"down", "[RUN | --all]", "take a run down and remove everything it made", cmd_down},
+    {"clean", "[--all] [--dry-run]", "remove what dead runs left behind", cmd_clean},
+    {"graph", "FILE [--format dot|mermaid]", "draw a topology as Graphviz DOT or Mermaid", cmd_graph},
+    {"features", "[--json]", "show the kernel features lanes detected", cmd_features},
+};
+
+}  // namespace
+
+int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // global options come before the command
+  size_t i = 0;
+  for (; i < args.size() && args[i].rfind("-", 0) == 0; ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      print_main_help(out);
+      return kOk;
+    }
+    if (args[i] == "--version") {
+      out << "lanes " << kVersion << "\n";
+      return kOk;
+    }
+    if (args[i] == "--log-level" && i + 1 < args.size()) {
+      log::Level l;
+      if (!log::parse_level(args[i + 1], l)) {
+        err << "lanes: --log-level " << args[i + 1] << ": expected debug, info, warn or error\n";
+        return kBadInput;
+      }
+      log::set_level(l);
+      ++i;
+      continue;
+    }
+    err << "lanes: unknown option " << args[i] << " (lanes --help)\n";
+    return kBadInput;
+  }
+  if (i == args.size()) {
+    print_main_help(err);
+    return kBadInput;
+  }
+  std::string name = args[i];
+  if (name == "help") {
+    if (i + 1 < args.size()) {
+      args = {args[i + 1], "--help"};
+      i = 0;
+      name = args[0];
+    } else {
+      print_main_help(out);
+      return kOk;
+    }
+  }
+  std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
+  for (const auto& c : kCommands) {
+    if (name != c.name) continue;
+    try {
+      return c.fn(rest, out, err);
+    } catch (const InputError& e) {
+      err << e.what() << "\n";
+      return kBadInput;
+    } catch (const UsageError& e) {
+      err << "lanes " << c.name << ": " << e.what() << "\n";
+      return kBadInput;
+    } catch (const std::exception& e) {
+      err << "lanes " << c.name << ": " << e.what() << "\n";
+      return kFailure;
+    }
+  }
+  err << "lanes: unknown command '" << name << "' (lanes --help lists them)\n";
+  return kBadInput;
+}
+
+}  // namespace lanes::testbed

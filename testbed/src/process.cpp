@@ -1,0 +1,175 @@
+#include "lanes/testbed/process.hpp"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/run_registry.hpp"
+
+namespace bp = boost::process;
+
+namespace lanes::testbed {
+namespace {
+
+// Runs in the child between fork and exec: async-signal-safe calls only.
+struct ChildSetup : bp::extend::handler {
+  int netns_fd = -1;
+  bool new_session = true;
+  template <typename Exec>
+  void on_exec_setup(Exec& exec) const {
+    if (new_session) ::setsid();
+    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0)
+      exec.set_error(std::error_code(errno, std::system_category()), "entering the namespace");
+  }
+};
+
+}  // namespace
+
+struct Daemon::Impl {
+  std::string name;
+  bp::child child;
+  std::optional<int> status;
+  bool detached = false;
+};
+
+Daemon::Daemon() = default;
+Daemon::Daemon(Daemon&&) noexcept = default;
+Daemon& Daemon::operator=(Daemon&&) noexcept = default;
+
+Daemon::~Daemon() {
+  if (!impl_ || impl_->detached) return;
+  if (running()) {
+    auto r = stop();
+    if (!r) log::warn("stopping {}: {}", impl_->name, r.error().what());
+  }
+}
+
+Result<Daemon> Daemon::start(const ProcessSpec& spec) {
+  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
+  boost::filesystem::path exe = spec.argv[0];
+  if (spec.argv[0].find('/') == std::string::npos) {
+    exe = bp::search_path(spec.argv[0]);
+    if (exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
+  }
+  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  auto env = boost::this_process::environment();
+  bp::environment child_env = env;
+  for (const auto& [k, v] : spec.env) child_env[k] = v;
+  ChildSetup setup;
+  setup.netns_fd = spec.netns_fd;
+  setup.new_session = spec.new_session;
+
+  auto impl = std::make_unique<Impl>();
+  impl->name = spec.name;
+  std::error_code ec;
+  FILE* log = nullptr;
+  if (!spec.log_path.empty()) {
+    log = std::fopen(spec.log_path.c_str(), "ae");
+    if (!log) return errno_error("starting " + spec.name + ": opening log " + spec.log_path);
+  }
+  try {
+    if (log)
+      impl->child = bp::child(exe, bp::args = args, bp::std_in < bp::null, bp::std_out > log,
+                              bp::std_err > log, child_env, setup, ec);
+    else
+      impl->child = bp::child(exe, bp::args = args, child_env, setup, ec);
+  } catch (const std::exception& e) {
+    if (log) std::fclose(log);
+    return os_error(EIO, "starting " + spec.name + ": " + e.what());
+  }
+  if (log) std::fclose(log);
+  if (ec) return std::system_error(ec, "starting " + spec.name);
+  log::debug("started {} (pid {}): {}", spec.name, impl->child.id(), spec.argv[0]);
+  Daemon d;
+  d.impl_ = std::move(impl);
+  return d;
+}
+
+pid_t Daemon::pid() const { return impl_ ? impl_->child.id() : 0; }
+const std::string& Daemon::name() const {
+  static const std::string empty;
+  return impl_ ? impl_->name : empty;
+}
+
+bool Daemon::running() {
+  if (!impl_ || impl_->status) return false;
+  std::error_code ec;
+  bool r = impl_->child.running(ec);
+  if (!r) {
+    int native = impl_->child.native_exit_code();
+    impl_->status = WIFSIGNALED(native) ? 128 + WTERMSIG(native) : WEXITSTATUS(native);
+  }
+  return r;
+}
+
+std::optional<int> Daemon::exit_status() {
+  running();
+  return impl_ ? impl_->status : std::nullopt;
+}
+
+int Daemon::wait() {
+  if (!impl_) return -1;
+  if (!impl_->status) {
+    std::error_code ec;
+    impl_->child.wait(ec);
+    running();
+  }
+  return impl_->status.value_or(-1);
+}
+
+Result<int> Daemon::stop(std::chrono::milliseconds grace) {
+  if (!impl_) return os_error(ESRCH, "stopping a daemon that was never started");
+  if (!running()) return *impl_->status;
+  pid_t p = pid();
+  ::kill(p, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (running()) {
+    log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", impl_->name, p, grace.count());
+    ::kill(p, SIGKILL);
+    std::error_code ec;
+    impl_->child.wait(ec);
+    running();
+  }
+  log::debug("stopped {} (pid {}), status {}", impl_->name, p, impl_->status.value_or(-1));
+  return impl_->status.value_or(-1);
+}
+
+void Daemon::detach() {
+  if (!impl_) return;
+  impl_->detached = true;
+  impl_->child.detach();
+}
+
+bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace) {
+  if (pid <= 1) return false;
+  auto same = [&] {
+    uint64_t st = process_start_time(pid);
+    return st != 0 && (start_time == 0 || st == start_time);
+  };
+  if (!same()) return false;
+  ::kill(pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (same() && std::chrono::steady_clock::now() < deadline) {
+    ::waitpid(pid, nullptr, WNOHANG);  // reaps it if it is our child
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (same()) {
+    ::kill(pid, SIGKILL);
+    for (int i = 0; i < 200 && same(); ++i) {
+      ::waitpid(pid, nullptr, WNOHANG);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return true;
+}
+
+}  // namespace lanes::testbed
