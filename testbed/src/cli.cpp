@@ -63,15 +63,15 @@ bool parse(const std::vector<std::string>& args, const Command& cmd, po::options
   desc.add_options()("help,h", "show this help");
   try {
     po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-    po::notify(vm);
+    if (vm.count("help")) {
+      out << "usage: " << usage_line(cmd) << "\n\n" << cmd.summary << "\n";
+      if (details) out << "\n" << details << "\n";
+      out << "\n" << desc << "\n";
+      return false;
+    }
+    po::notify(vm);  // required arguments are checked only when help was not asked for
   } catch (const po::error& e) {
     throw UsageError(fmt::format("{}\nusage: {}", e.what(), usage_line(cmd)));
-  }
-  if (vm.count("help")) {
-    out << "usage: " << usage_line(cmd) << "\n\n" << cmd.summary << "\n";
-    if (details) out << "\n" << details << "\n";
-    out << "\n" << desc << "\n";
-    return false;
   }
   return true;
 }

@@ -1,0 +1,159 @@
+// The lanes command end to end: isolation of the root namespace, up/down
+// leaving nothing behind, and clean after a kill -9 mid-way.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/testbed.hpp"
+#include "lanes/testbed/run_registry.hpp"
+#include "support.hpp"
+
+using namespace lanes::testbed;
+using lanes::test::eventually;
+using lanes::test::lanes_bin;
+using lanes::test::require_root;
+using lanes::test::run_command;
+using lanes::test::topology;
+
+namespace {
+
+// Everything of the root network namespace that lanes promises not to
+// change, as text: links, addresses, routes, rules, nexthops, qdiscs and
+// every readable net.* sysctl.
+std::map<std::string, std::string> snapshot_root_ns() {
+  std::map<std::string, std::string> s;
+  // lifetimes of dynamic addresses and routes count down on their own
+  std::regex lifetimes(R"((valid_lft|preferred_lft|expires) \S+)");
+  for (const char* cmd : {"ip -d link show", "ip addr show", "ip -4 route show table all",
+                          "ip -6 route show table all", "ip -4 rule show", "ip -6 rule show",
+                          "ip nexthop show", "tc qdisc show"}) {
+    s[cmd] = std::regex_replace(run_command(cmd).out, lifetimes, "$1 _");
+  }
+  // counters that move without anyone configuring anything
+  const std::vector<std::string> dynamic = {"nf_conntrack_count", "/route/flush"};
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator("/proc/sys/net", ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file(ec)) continue;
+    std::string p = it->path().string();
+    if (std::any_of(dynamic.begin(), dynamic.end(), [&](auto& d) { return p.find(d) != std::string::npos; }))
+      continue;
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // write-only entries
+    char buf[4096];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n < 0) continue;  // entries that refuse reads (EIO, EPERM)
+    s["sysctl " + p] = std::string(buf, static_cast<size_t>(n));
+  }
+  return s;
+}
+
+std::string run_id_of(const std::string& json_out) {
+  auto j = nlohmann::json::parse(json_out.substr(json_out.find('{')));
+  return j.at("run_id").get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("up and down of every shipped topology leave the root namespace unchanged", "[root]") {
+  require_root();
+  auto before = snapshot_root_ns();
+  REQUIRE(before.size() > 100);  // the sysctls were read
+  for (const char* f : {"laptop.xml", "two-racks.xml", "rack-64.xml"}) {
+    INFO(f);
+    auto up = run_command(lanes_bin() + " up " + topology(f) + " --json");
+    REQUIRE(up.status == 0);
+    std::string id = run_id_of(up.out);
+    auto st = run_command(lanes_bin() + " status " + id + " --json");
+    CHECK(st.status == 0);
+    auto j = nlohmann::json::parse(st.out);
+    CHECK(j["phase"] == "up");
+    for (const auto& n : j["nodes"]) CHECK(n["present"] == true);
+    auto down = run_command(lanes_bin() + " down " + id);
+    CHECK(down.status == 0);
+    // nothing of the run remains
+    CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
+    CHECK_FALSE(RunRegistry().exists(id));
+  }
+  auto after = snapshot_root_ns();
+  for (const auto& [k, v] : before) {
+    INFO(k);
+    CHECK(after[k] == v);
+  }
+  CHECK(after.size() == before.size());
+}
+
+TEST_CASE("lanes clean removes every object of a lanes up killed mid-way", "[root]") {
+  require_root();
+  RunRegistry reg;
+  std::string id = reg.new_id();
+  std::string prefix = RunRegistry::netns_prefix(id);
+  std::string root_links = run_command("ip -o link show").out;
+  ProcessSpec spec{"lanes up", {lanes_bin(), "up", topology("rack-64.xml"), "--run-id", id}};
+  spec.log_path = "/dev/null";
+  auto up = Daemon::start(spec);
+  REQUIRE(up.ok());
+  // kill it while it is building: some namespaces exist, not all
+  REQUIRE(eventually([&] { return list_netns(prefix).size() >= 8; }, std::chrono::seconds(20),
+                     std::chrono::milliseconds(1)));
+  ::kill(up.value().pid(), SIGKILL);
+  CHECK(up.value().wait() == 128 + SIGKILL);
+  size_t left_by_kill = list_netns(prefix).size();
+  CHECK(left_by_kill >= 8);
+  CHECK(left_by_kill < 67);  // it really was mid-way
+  // the run is dead: its directory says "creating" and nobody holds its lock
+  REQUIRE(reg.exists(id));
+  CHECK_FALSE(reg.in_use(id));
+  auto st = run_command(lanes_bin() + " status --json");
+  CHECK(st.out.find("\"dead\"") != std::string::npos);
+
+  auto clean = run_command(lanes_bin() + " clean");
+  INFO(clean.out);
+  CHECK(clean.status == 0);
+  size_t objects_left = list_netns(prefix).size() + (reg.exists(id) ? 1 : 0) +
+                        (std::filesystem::exists(bpf_pin_dir(id)) ? 1 : 0);
+  std::printf("kill -9 mid-way: %zu namespaces existed; objects left after lanes clean: %zu\n",
+              left_by_kill, objects_left);
+  CHECK(objects_left == 0);
+  CHECK(run_command("ip -o link show").out == root_links);
+}
+
+TEST_CASE("lanes up exec status and down work together and a run id is never reused", "[root]") {
+  require_root();
+  RunRegistry reg;
+  std::string id = reg.new_id();
+  auto up = run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
+  REQUIRE(up.status == 0);
+  CHECK(up.out.find("run " + id + " is up: 4 namespaces, 9 links") != std::string::npos);
+  auto again = run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
+  CHECK(again.status == 2);
+  CHECK(again.out.find("already in use") != std::string::npos);
+  auto ex = run_command(lanes_bin() + " exec " + id + " h2 -- sh -c 'echo $LANES_NODE; exit 7'");
+  CHECK(ex.status == 7);
+  CHECK(ex.out.find("h2") != std::string::npos);
+  auto st = run_command(lanes_bin() + " status " + id);
+  CHECK(st.status == 0);
+  CHECK(st.out.find("r1-tor:swp1") != std::string::npos);
+  CHECK(st.out.find("500mbit") != std::string::npos);
+  // a run that is up survives a plain clean
+  auto clean = run_command(lanes_bin() + " clean");
+  CHECK(clean.status == 0);
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).size() == 4);
+  auto down = run_command(lanes_bin() + " down " + id);
+  CHECK(down.status == 0);
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
+  CHECK(run_command(lanes_bin() + " down " + id).status == 2);
+}

@@ -1,0 +1,70 @@
+#pragma once
+// Fixtures for root-tier tests: a run built from a topology file, owned by
+// the test and torn down however the test ends.
+
+#include <optional>
+#include <string>
+
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/testbed.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+#include "support.hpp"
+
+namespace lanes::test {
+
+class ScopedRun {
+ public:
+  explicit ScopedRun(const std::string& topology_file) {
+    require_root();
+    // a registered, locked run: a concurrent `lanes clean` leaves it alone
+    id_ = reg_.new_id();
+    auto lock = reg_.create(id_);
+    if (!lock) throw lock.error();
+    lock_.emplace(std::move(lock).value());
+    testbed::RunState st;
+    st.id = id_;
+    st.phase = "up";
+    st.topology_name = "test";
+    (void)reg_.save(st);
+    auto topo = testbed::load_topology(topology_file);
+    auto tb = testbed::Testbed::build(topo, id_);  // removes its own objects on failure
+    if (!tb) {
+      (void)reg_.remove_dir(id_);
+      throw tb.error();
+    }
+    tb_.emplace(std::move(tb).value());
+  }
+  ~ScopedRun() {
+    tb_.reset();
+    testbed::teardown_run(id_, {});
+    (void)reg_.remove_dir(id_);
+  }
+  ScopedRun(const ScopedRun&) = delete;
+  ScopedRun& operator=(const ScopedRun&) = delete;
+
+  testbed::Testbed& tb() { return *tb_; }
+  const testbed::Topology& topo() { return tb_->topology(); }
+  const std::string& id() const { return id_; }
+  int node(const std::string& name) { return topo().find_node(name); }
+
+  // Runs ARGV inside NODE's namespace and returns its exit status.
+  int run_in(const std::string& node_name, std::vector<std::string> argv) {
+    testbed::ProcessSpec spec;
+    spec.name = argv[0] + " on " + node_name;
+    spec.argv = std::move(argv);
+    spec.netns_fd = tb().netns(node(node_name)).fd();
+    spec.log_path = reg_.dir(id_) + "/cmd.log";
+    auto d = testbed::Daemon::start(spec);
+    if (!d) return -1;
+    return d.value().wait();
+  }
+
+ private:
+  testbed::RunRegistry reg_;
+  std::string id_;
+  std::optional<testbed::RunLock> lock_;
+  std::optional<testbed::Testbed> tb_;
+};
+
+}  // namespace lanes::test

@@ -1,0 +1,60 @@
+#pragma once
+// Helpers shared by lanes' tests.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+
+namespace lanes::test {
+
+// Exit code CTest reports as "not run" (SKIP_RETURN_CODE): Catch2 2.x has no
+// SKIP, and a privileged test must never pass where it did not run.
+inline constexpr int kNotRun = 77;
+
+// Ends the test process as "not run" unless it runs as root.
+inline void require_root() {
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "not run: this test needs root (network namespaces)\n");
+    std::exit(kNotRun);
+  }
+}
+
+// Polls PRED until it holds or TIMEOUT passes (FRR's run_and_expect).
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
+                       std::chrono::milliseconds every = std::chrono::milliseconds(10)) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
+
+// Runs a shell command; returns its exit status and stdout.
+struct CommandResult {
+  int status = -1;
+  std::string out;
+};
+inline CommandResult run_command(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+inline std::string source_dir() { return LANES_SOURCE_DIR; }
+inline std::string lanes_bin() { return LANES_BIN; }
+inline std::string topology(const std::string& name) { return source_dir() + "/topologies/" + name; }
+
+}  // namespace lanes::test

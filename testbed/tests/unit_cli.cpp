@@ -1,0 +1,84 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "lanes/testbed/netns.hpp"
+#include "support.hpp"
+
+using lanes::test::lanes_bin;
+using lanes::test::run_command;
+using lanes::test::topology;
+
+TEST_CASE("lanes validate exits 0 for good files and 2 with file:line for bad ones", "[unit]") {
+  auto ok = run_command(lanes_bin() + " validate " + topology("laptop.xml") + " " + topology("rack-64.xml"));
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("64 hosts (256 NICs)") != std::string::npos);
+
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bad = (dir / "bad.xml").string();
+  std::ofstream(bad) << "<topology>\n<rack name='r'>\n<host name='h' nics='0'/>\n</rack>\n</topology>\n";
+  auto r = run_command(lanes_bin() + " validate " + bad);
+  CHECK(r.status == 2);
+  CHECK(r.out.find(bad + ":3: <host> nics=\"0\"") != std::string::npos);
+  auto missing = run_command(lanes_bin() + " validate " + (dir / "nope.xml").string());
+  CHECK(missing.status == 2);
+  CHECK(missing.out.find("cannot read the topology file") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lanes up with a bad topology exits 2 and creates nothing", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-up-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bad = (dir / "bad.xml").string();
+  std::ofstream(bad) << "<topology>\n<rack name='r'>\n<host name='h' rate='fast'/>\n</rack>\n</topology>\n";
+  auto r = run_command("LANES_STATE_DIR=" + (dir / "state").string() + " " + lanes_bin() + " up " + bad +
+                       " --run-id zz9");
+  CHECK(r.status == 2);
+  CHECK(r.out.find(bad + ":3:") != std::string::npos);
+  CHECK(lanes::testbed::list_netns("lanes-zz9-").empty());
+  CHECK_FALSE(std::filesystem::exists(dir / "state" / "zz9"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("command line errors exit 2 and --help exits 0 on every command", "[unit]") {
+  CHECK(run_command(lanes_bin() + " frobnicate").status == 2);
+  CHECK(run_command(lanes_bin()).status == 2);
+  CHECK(run_command(lanes_bin() + " up").status == 2);
+  CHECK(run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id BAD-ID").status == 2);
+  CHECK(run_command(lanes_bin() + " up " + topology("laptop.xml") + " --bogus").status == 2);
+  CHECK(run_command(lanes_bin() + " graph " + topology("laptop.xml") + " --format png").status == 2);
+  CHECK(run_command(lanes_bin() + " exec r1 h1").status == 2);
+  CHECK(run_command(lanes_bin() + " --log-level loud status").status == 2);
+  for (const char* c : {"validate", "up", "status", "exec", "down", "clean", "graph", "features"}) {
+    INFO(c);
+    auto r = run_command(lanes_bin() + " " + c + " --help");
+    CHECK(r.status == 0);
+    CHECK(r.out.find(std::string("usage: lanes ") + c) != std::string::npos);
+  }
+  auto main_help = run_command(lanes_bin() + " --help");
+  CHECK(main_help.status == 0);
+  CHECK(main_help.out.find("Exit codes: 0 ok, 1 failure, 2 bad input") != std::string::npos);
+}
+
+TEST_CASE("lanes graph prints DOT and Mermaid", "[unit]") {
+  auto dot = run_command(lanes_bin() + " graph " + topology("laptop.xml"));
+  CHECK(dot.status == 0);
+  CHECK(dot.out.find("graph \"laptop\"") != std::string::npos);
+  auto mm = run_command(lanes_bin() + " graph --format mermaid " + topology("laptop.xml"));
+  CHECK(mm.status == 0);
+  CHECK(mm.out.find("flowchart TB") != std::string::npos);
+}
+
+TEST_CASE("lanes status with no runs says so in text and JSON", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-st-" + std::to_string(::getpid()));
+  std::string env = "LANES_STATE_DIR=" + dir.string() + " ";
+  auto r = run_command(env + lanes_bin() + " status");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("no runs") != std::string::npos);
+  auto j = run_command(env + lanes_bin() + " status --json");
+  CHECK(j.status == 0);
+  CHECK(j.out.find("\"runs\": []") != std::string::npos);
+  CHECK(run_command(env + lanes_bin() + " status nosuch").status == 2);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,248 @@
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "lanes/testbed/graph.hpp"
+#include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+#include "support.hpp"
+
+using namespace lanes::testbed;
+using lanes::test::topology;
+
+namespace {
+
+// Every address the topology uses, checked against the benchmark ranges.
+void check_address_plan(const Topology& t) {
+  std::set<std::string> seen;
+  auto unique = [&](const std::string& a) {
+    INFO(a);
+    CHECK(seen.insert(a).second);
+  };
+  for (const auto& l : t.links) {
+    CHECK(contains(benchmark_range4(), l.a.addr4.addr));
+    CHECK(contains(benchmark_range6(), l.a.addr6.addr));
+    CHECK(l.a.addr4.len == 31);
+    CHECK(l.a.addr6.len == 127);
+    CHECK(l.b.addr4.addr.to_uint() == l.a.addr4.addr.to_uint() + 1);
+    CHECK(l.a.ifname.size() <= 15);
+    CHECK(l.b.ifname.size() <= 15);
+    unique(l.a.addr4.addr.to_string());
+    unique(l.b.addr4.addr.to_string());
+    unique(l.a.addr6.addr.to_string());
+    unique(l.b.addr6.addr.to_string());
+  }
+  for (const auto& r : t.racks) {
+    for (int h : r.hosts) {
+      const Node& n = t.nodes[h];
+      REQUIRE(n.job);
+      CHECK(contains(r.block4, n.job->task_ip4));
+      CHECK(contains(r.block6, n.job->task_ip6));
+      unique(n.job->task_ip4.to_string());
+      unique(n.job->task_ip6.to_string());
+      for (const auto& nic : n.nics) {
+        CHECK(contains(r.block4, nic.job_addr4.addr));
+        unique(nic.job_addr4.addr.to_string());
+        unique(nic.job_addr6.addr.to_string());
+      }
+    }
+  }
+}
+
+struct BadCase {
+  const char* what;
+  const char* xml;
+  int line;
+  const char* message;
+};
+
+}  // namespace
+
+TEST_CASE("shipped topologies load with the default address plan", "[unit]") {
+  SECTION("laptop") {
+    auto t = load_topology(topology("laptop.xml"));
+    CHECK(t.name == "laptop");
+    CHECK(t.racks.size() == 1);
+    CHECK(t.count(NodeKind::host) == 2);
+    CHECK(t.count(NodeKind::server) == 1);
+    CHECK(t.count(NodeKind::rack_switch) == 1);
+    CHECK(t.links.size() == 9);
+    const Node& h1 = t.nodes[t.find_node("h1")];
+    REQUIRE(h1.nics.size() == 4);
+    CHECK(h1.nics[0].rate_bps == 500'000'000);
+    CHECK(h1.nics[0].numa == 0);
+    CHECK(h1.nics[3].numa == 1);
+    CHECK(h1.job->task_ip4.to_string() == "198.19.0.1");
+    CHECK(h1.job->task_ip6.to_string() == "2001:2:0:100::1");
+    CHECK(t.racks[0].block4.to_string() == "198.19.0.0/22");
+    check_address_plan(t);
+  }
+  SECTION("two-racks") {
+    auto t = load_topology(topology("two-racks.xml"));
+    CHECK(t.racks.size() == 2);
+    CHECK(t.count(NodeKind::spine) == 1);
+    CHECK(t.count(NodeKind::host) == 4);
+    CHECK(t.racks[1].block4.to_string() == "198.19.4.0/22");
+    CHECK(t.racks[1].block6.to_string() == "2001:2:0:101::/64");
+    int fabric = 0;
+    for (const auto& l : t.links) fabric += l.kind == LinkKind::fabric;
+    CHECK(fabric == 2);
+    check_address_plan(t);
+  }
+  SECTION("rack-64") {
+    auto t = load_topology(topology("rack-64.xml"));
+    CHECK(t.count(NodeKind::host) == 64);
+    CHECK(t.links.size() == 64 * 4 + 2);
+    CHECK(t.find_node("h64") >= 0);
+    CHECK(t.nodes[t.find_node("h64")].job->task_ip4.to_string() == "198.19.0.64");
+    check_address_plan(t);
+  }
+}
+
+TEST_CASE("explicit addresses and rates and NUMA nodes are honoured", "[unit]") {
+  auto t = load_topology_text(R"(<topology name="x">
+  <addressing infra4="198.18.200.0/24" task4="198.19.128.0/17" rack-block4="24"/>
+  <spine name="s" count="2" asn="64512"/>
+  <rack name="a" asn="65010" switch="tor-a" block6="2001:2:0:f00::/64">
+    <host name="gpu" nics="2" rate="1gbit" numa="1,0">
+      <nic index="1" rate="250mbit"/>
+      <job name="llm" task-ip4="198.19.128.77" egress="bpf" vip="add-path"/>
+    </host>
+  </rack>
+  <server name="ps" role="param" attach="s1" rate="2gbit"/>
+</topology>)",
+                              "x.xml");
+  const Node& gpu = t.nodes[t.find_node("gpu")];
+  CHECK(gpu.nics[0].rate_bps == 1'000'000'000);
+  CHECK(gpu.nics[1].rate_bps == 250'000'000);
+  CHECK(gpu.nics[0].numa == 1);
+  CHECK(gpu.job->name == "llm");
+  CHECK(gpu.job->task_ip4.to_string() == "198.19.128.77");
+  CHECK(gpu.job->task_ip6.to_string() == "2001:2:0:f00::1");
+  CHECK(gpu.job->egress == EgressMode::bpf);
+  CHECK(gpu.job->vip == VipMode::add_path);
+  CHECK(t.find_node("s1") >= 0);
+  CHECK(t.find_node("s2") >= 0);
+  CHECK(t.nodes[t.find_node("tor-a")].asn == 65010);
+  CHECK(t.links[0].a.addr4.addr.to_string() == "198.18.200.0");
+  int ps = t.find_node("ps");
+  bool attached = false;
+  for (const auto& l : t.links)
+    if (l.b.node == ps && l.a.node == t.find_node("s1") && l.rate_bps == 2'000'000'000) attached = true;
+  CHECK(attached);
+  // default CLOS wiring: both spines to the rack switch
+  int fabric = 0;
+  for (const auto& l : t.links) fabric += l.kind == LinkKind::fabric;
+  CHECK(fabric == 2);
+}
+
+TEST_CASE("bad topologies are reported as file:line: message", "[unit]") {
+  const BadCase cases[] = {
+      {"not XML", "<topology name='x'>\n<rack name='r'>\n</topology>", 3, "not well-formed XML"},
+      {"wrong root", "<net/>", 1, "root element must be <topology>"},
+      {"unknown element", "<topology>\n<rack name='r'>\n<hots name='h'/>\n</rack>\n</topology>", 3,
+       "<hots> is not allowed inside <rack>"},
+      {"unknown attribute", "<topology>\n<rack name='r' colour='red'/>\n</topology>", 2,
+       "unknown attribute 'colour'"},
+      {"bad count", "<topology>\n<rack name='r'>\n<host name='h' count='-3'/>\n</rack>\n</topology>", 3,
+       "count=\"-3\": expected an integer from 1 to 4096"},
+      {"bad rate", "<topology>\n<rack name='r'>\n<host name='h' rate='fast'/>\n</rack>\n</topology>", 3,
+       "rate=\"fast\""},
+      {"duplicate name", "<topology>\n<rack name='r'>\n<host name='h1'/>\n<server name='h1'/>\n</rack>\n</topology>",
+       4, "node name 'h1' is already used at line 3"},
+      {"expanded name clash", "<topology>\n<rack name='r'>\n<host name='h' count='3'/>\n<host name='h2'/>\n</rack>\n</topology>",
+       4, "node name 'h2' is already used"},
+      {"address outside the benchmark range",
+       "<topology>\n<rack name='r' block4='10.0.0.0/22'/>\n</topology>", 2, "lanes only uses addresses inside 198.18.0.0/15"},
+      {"task IP outside the rack block",
+       "<topology>\n<rack name='r'>\n<host name='h'>\n<job task-ip4='198.19.9.9'/>\n</host>\n</rack>\n</topology>", 4,
+       "outside its rack's block"},
+      {"task IP collision",
+       "<topology>\n<rack name='r'>\n<host name='a'>\n<job task-ip4='198.19.0.2'/>\n</host>\n<host name='b'/>\n</rack>\n</topology>",
+       6, "already used by 'a'"},
+      {"numa list of the wrong length", "<topology>\n<rack name='r'>\n<host name='h' nics='4' numa='0,1'/>\n</rack>\n</topology>",
+       3, "expected 4 NUMA node numbers"},
+      {"bad egress mode", "<topology>\n<rack name='r'>\n<host name='h'>\n<job egress='magic'/>\n</host>\n</rack>\n</topology>",
+       4, "expected single, ecmp, bpf or bpf-numa"},
+      {"link to a host", "<topology>\n<spine name='s'/>\n<rack name='r'>\n<host name='h'/>\n</rack>\n<link a='s' b='h'/>\n</topology>",
+       6, "connects switches and spines only"},
+      {"link to nowhere", "<topology>\n<spine name='s'/>\n<link a='s' b='zz'/>\n</topology>", 3, "b=\"zz\": no such node"},
+      {"overlapping rack blocks",
+       "<topology>\n<rack name='a' block4='198.19.0.0/22'/>\n<rack name='b' block4='198.19.0.0/23'/>\n</topology>", 3,
+       "overlaps rack 'a'"},
+      {"rack too small", "<topology>\n<rack name='r' block4='198.19.0.0/28'>\n<host name='h' count='8'/>\n</rack>\n</topology>",
+       2, "too small"},
+      {"bad name", "<topology>\n<rack name='r'>\n<host name='h 1'/>\n</rack>\n</topology>", 3, "names are 1-24 characters"},
+      {"server outside a rack without attach", "<topology>\n<spine name='s'/>\n<server name='x'/>\n</topology>", 3,
+       "needs attach="},
+      {"empty", "<topology/>", 1, "has no nodes"},
+      {"rate too high", "<topology>\n<rack name='r'>\n<host name='h' rate='100gbit'/>\n</rack>\n</topology>", 3,
+       "at most 16gbit"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    try {
+      load_topology_text(c.xml, "bad.xml");
+      FAIL("loaded without error");
+    } catch (const InputError& e) {
+      std::string want_prefix = "bad.xml:" + std::to_string(c.line) + ": ";
+      bool found = false;
+      for (const auto& p : e.problems())
+        if (p.rfind(want_prefix, 0) == 0 && p.find(c.message) != std::string::npos) found = true;
+      INFO(e.what());
+      CHECK(found);
+    }
+  }
+}
+
+TEST_CASE("every problem is reported and not just the first", "[unit]") {
+  try {
+    load_topology_text("<topology>\n<rack name='r' x='1'>\n<host name='h' count='0' nics='99'/>\n</rack>\n</topology>",
+                       "multi.xml");
+    FAIL("loaded");
+  } catch (const InputError& e) {
+    CHECK(e.problems().size() >= 3);
+  }
+}
+
+TEST_CASE("rates parse in tc units", "[unit]") {
+  uint64_t b = 0;
+  CHECK((parse_rate("500mbit", b) && b == 500'000'000));
+  CHECK((parse_rate("1Gbit", b) && b == 1'000'000'000));
+  CHECK((parse_rate("2.5g", b) && b == 2'500'000'000));
+  CHECK((parse_rate("off", b) && b == 0));
+  CHECK_FALSE(parse_rate("500mbps", b));
+  CHECK_FALSE(parse_rate("", b));
+  CHECK_FALSE(parse_rate("mbit", b));
+  CHECK(format_rate(500'000'000) == "500mbit");
+  CHECK(format_rate(0) == "unshaped");
+}
+
+TEST_CASE("names carry the run id and fit the kernel's limits", "[unit]") {
+  CHECK(RunRegistry::netns_name("3f2a", "h1") == "lanes-3f2a-h1");
+  CHECK(RunRegistry::run_of_netns("lanes-3f2a-r1-tor") == "3f2a");
+  CHECK(RunRegistry::run_of_netns("lanes-BAD-h1").empty());
+  CHECK(RunRegistry::run_of_netns("other-3f2a-h1").empty());
+  CHECK(RunRegistry::valid_id("a1b2c3d4"));
+  CHECK_FALSE(RunRegistry::valid_id("toolong123"));
+  CHECK_FALSE(RunRegistry::valid_id("has-dash"));
+  CHECK_FALSE(RunRegistry::valid_id(""));
+  auto t = load_topology(topology("rack-64.xml"));
+  for (const auto& l : t.links) {
+    CHECK(l.a.ifname.size() <= 15);
+    CHECK(l.b.ifname.size() <= 15);
+  }
+}
+
+TEST_CASE("graph output draws every node and link", "[unit]") {
+  auto t = load_topology(topology("two-racks.xml"));
+  std::string dot = to_dot(t);
+  CHECK(dot.rfind("graph \"two-racks\" {", 0) == 0);
+  for (const auto& n : t.nodes) CHECK(dot.find("\"" + n.name + "\"") != std::string::npos);
+  CHECK(dot.find("\"spine1\" -- \"r1-tor\"") != std::string::npos);
+  CHECK(dot.find("\"r1-tor\" -- \"r1h1\" [label=\"4 x 500mbit\"]") != std::string::npos);
+  CHECK(dot.find("subgraph \"cluster_r2\"") != std::string::npos);
+  std::string mm = to_mermaid(t);
+  CHECK(mm.rfind("flowchart TB", 0) == 0);
+  CHECK(mm.find("n_spine1 --- n_r1_tor") != std::string::npos);
+  CHECK(mm.find("n_r2_tor ---|\"4 x 500mbit\"| n_r2h2") != std::string::npos);
+}
