@@ -630,9 +630,9 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
   }
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   out << fmt::format("kernel            {}\nnetkit            {}\ndummy             {}\nnetem             {}\n"
-                     "tbf               {}\nnexthop objects   {}\nresilient groups  {}\n",
+                     "tbf               {}\nnexthop objects   {}\nresilient groups  {}\nbpf               {}\n",
                      f.kernel, yn(f.netkit), yn(f.dummy), yn(f.netem), yn(f.tbf), yn(f.nexthop_objects),
-                     yn(f.resilient_groups));
+                     yn(f.resilient_groups), f.bpf ? "yes" : "no (" + f.bpf_error + ")");
   if (!f.notes.empty()) out << "notes: " << f.notes << "\n";
   return kOk;
 }

@@ -5,9 +5,16 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
 #include <thread>
 
+#include <bpf/libbpf.h>
+
 #include "lanes/testbed/log.hpp"
+#include "probe.skel.h"
 #include "lanes/testbed/netlink.hpp"
 
 #include <netlink/route/qdisc.h>
@@ -25,6 +32,8 @@ nlohmann::json KernelFeatures::to_json() const {
           {"tbf", tbf},
           {"nexthop_objects", nexthop_objects},
           {"resilient_groups", resilient_groups},
+          {"bpf", bpf},
+          {"bpf_error", bpf_error},
           {"notes", notes}};
 }
 
@@ -93,6 +102,27 @@ KernelFeatures probe_kernel_features() {
   if (!f.dummy) f.notes += "no dummy devices: task IPs live on the container's loopback; ";
   if (!f.netem) f.notes += "no netem: delay/loss emulation is unavailable (silent drops use nftables); ";
   if (!f.resilient_groups) f.notes += "no resilient nexthop groups: switches fall back to hash-threshold ECMP; ";
+  {
+    // libbpf's own messages go to the logging facade
+    libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
+      char buf[1024];
+      int n = std::vsnprintf(buf, sizeof buf, format, args);
+      std::string_view msg(buf, n > 0 ? std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1) : 0);
+      while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+      if (level == LIBBPF_WARN)
+        log::warn("{}", msg);
+      else
+        log::debug("{}", msg);
+      return 0;
+    });
+    // load (never attach) the probe program from its embedded skeleton
+    probe_bpf* skel = probe_bpf__open();
+    int err = skel ? probe_bpf__load(skel) : -errno;
+    f.bpf = skel && err == 0;
+    if (!f.bpf) f.bpf_error = std::strerror(err < 0 ? -err : err);
+    probe_bpf__destroy(skel);
+  }
+  if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error + "): egress modes bpf and bpf-numa fall back to ecmp; ";
   if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
   return f;
 }

@@ -157,3 +157,20 @@ TEST_CASE("lanes up exec status and down work together and a run id is never reu
   CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
   CHECK(run_command(lanes_bin() + " down " + id).status == 2);
 }
+
+TEST_CASE("lanes features agrees with what iproute2 can create in a scratch namespace", "[root]") {
+  require_root();
+  auto r = run_command(lanes_bin() + " features --json");
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  auto can = [](const std::string& cmds) { return run_command("unshare -n sh -c '" + cmds + "'").status == 0; };
+  CHECK(j["netkit"].get<bool>() == can("ip link add nk0 type netkit"));
+  CHECK(j["dummy"].get<bool>() == can("ip link add d0 type dummy"));
+  CHECK(j["netem"].get<bool>() ==
+        can("ip link add v0 type veth peer name v1 && tc qdisc add dev v0 root netem delay 1ms"));
+  CHECK(j["resilient_groups"].get<bool>() ==
+        can("ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up && "
+            "ip nexthop add id 1 dev v0 && ip nexthop add id 2 group 1 type resilient buckets 8"));
+  CHECK(j["tbf"] == true);
+  CHECK(j["bpf"] == true);  // root can load BPF programs
+}

@@ -1,7 +1,8 @@
 #pragma once
 // Kernel features lanes adapts to, probed at run time in a scratch network
 // namespace of its own (never the root namespace): netkit devices, the
-// netem qdisc, nexthop objects and resilient nexthop groups.
+// netem qdisc, nexthop objects and resilient nexthop groups; and whether
+// BPF programs load (a program is loaded, never attached).
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,6 +17,8 @@ struct KernelFeatures {
   bool tbf = false;
   bool nexthop_objects = false;
   bool resilient_groups = false;
+  bool bpf = false;       // this process can load a tc BPF program
+  std::string bpf_error;  // why not, when it cannot
   std::string notes;  // what a missing feature disables
 
   nlohmann::json to_json() const;

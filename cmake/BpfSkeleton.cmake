@@ -1,0 +1,43 @@
+# lanes_bpf_skeleton(NAME SOURCE foo.bpf.c [HEADERS dir...])
+#
+# Compiles foo.bpf.c with clang for the BPF target (UAPI headers only, no
+# vmlinux.h, so the build does not depend on the build host's BTF), then
+# embeds the object in foo.skel.h with `bpftool gen skeleton`. Defines the
+# interface target NAME_skel whose include directory holds foo.skel.h.
+find_program(LANES_CLANG clang REQUIRED)
+find_program(LANES_BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
+pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
+
+function(lanes_bpf_skeleton name)
+  cmake_parse_arguments(ARG "" "SOURCE" "HEADERS" ${ARGN})
+  get_filename_component(src "${ARG_SOURCE}" ABSOLUTE)
+  get_filename_component(stem "${src}" NAME_WE)  # foo from foo.bpf.c
+  set(outdir "${CMAKE_CURRENT_BINARY_DIR}/bpf")
+  set(obj "${outdir}/${stem}.bpf.o")
+  set(skel "${outdir}/${stem}.skel.h")
+  execute_process(COMMAND uname -m OUTPUT_VARIABLE arch OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(includes -I/usr/include/${arch}-linux-gnu -I${CMAKE_CURRENT_SOURCE_DIR}/bpf)
+  foreach(h ${ARG_HEADERS})
+    list(APPEND includes -I${h})
+  endforeach()
+  add_custom_command(
+    OUTPUT "${obj}"
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${outdir}"
+    COMMAND ${LANES_CLANG} -O2 -g -Wall -Werror -target bpf ${includes} -c "${src}" -o "${obj}"
+    DEPENDS "${src}"
+    IMPLICIT_DEPENDS C "${src}"
+    COMMENT "BPF ${stem}.bpf.c"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT "${skel}"
+    COMMAND ${LANES_BPFTOOL} gen skeleton "${obj}" name "${stem}_bpf" > "${skel}"
+    DEPENDS "${obj}"
+    COMMENT "skeleton ${stem}.skel.h"
+    VERBATIM)
+  add_custom_target(${name}_gen DEPENDS "${skel}")
+  add_library(${name}_skel INTERFACE)
+  add_dependencies(${name}_skel ${name}_gen)
+  # generated C: a system include, so C++ warnings do not apply to it
+  target_include_directories(${name}_skel SYSTEM INTERFACE "${outdir}")
+  target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
+endfunction()
