@@ -18,6 +18,7 @@
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/process.hpp"
+#include "lanes/testbed/switch_config.hpp"
 #include "lanes/testbed/testbed.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/testbed/version.hpp"
@@ -612,6 +613,33 @@ int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostr
   return rc;
 }
 
+// ---- switch-config ----
+
+int cmd_switch_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::string file, node;
+  desc.add_options()("file", po::value(&file)->required(), "topology file")(
+      "node", po::value(&node)->required(), "a rack switch or spine")("agent", "print the FIB agent's JSON instead");
+  po::positional_options_description pos;
+  pos.add("file", 1).add("node", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("switch-config"), desc, pos, vm, out,
+             "Prints the gobgpd TOML (or, with --agent, the FIB agent's JSON) that lanes renders\n"
+             "for NODE. Nothing is started."))
+    return kOk;
+  auto t = load_topology(file);
+  int n = t.find_node(node);
+  if (n < 0 || (t.nodes[n].kind != NodeKind::rack_switch && t.nodes[n].kind != NodeKind::spine)) {
+    err << "lanes switch-config: '" << node << "' is not a rack switch or spine of " << file << "\n";
+    return kBadInput;
+  }
+  if (vm.count("agent"))
+    out << render_agent_config(t, n).dump(2) << "\n";
+  else
+    out << render_gobgp_config(t, n);
+  return kOk;
+}
+
 // ---- features ----
 
 int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -646,6 +674,7 @@ const std::vector<Command> kCommands = {
     {"clean", "[--all] [--dry-run]", "remove what dead runs left behind", cmd_clean},
     {"graph", "FILE [--format dot|mermaid]", "draw a topology as Graphviz DOT or Mermaid", cmd_graph},
     {"features", "[--json]", "show the kernel features lanes detected", cmd_features},
+    {"switch-config", "FILE NODE [--agent]", "print the gobgpd or FIB agent config of a switch", cmd_switch_config},
 };
 
 }  // namespace

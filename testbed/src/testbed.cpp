@@ -1,6 +1,7 @@
 #include "lanes/testbed/testbed.hpp"
 
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <filesystem>
 #include <thread>
@@ -156,6 +157,21 @@ Result<Testbed> Testbed::build(const Topology& topo, const std::string& run_id) 
       return fail(st.error());
   }
   impl->timings.qdiscs = since(t3);
+
+  // 5. servers: default routes through the switch they hang off
+  for (size_t k = 0; k < topo.links.size(); ++k) {
+    const Link& l = topo.links[k];
+    if (l.kind != LinkKind::server) continue;
+    auto& nl = impl->nl[l.b.node];
+    for (auto [family, gw] : {std::pair{AF_INET, l.a.addr4.addr.to_string()},
+                              std::pair{AF_INET6, l.a.addr6.addr.to_string()}}) {
+      Route r;
+      r.family = family;
+      r.dst = "default";
+      r.nexthops.push_back({gw, link_index[k].second, 1});
+      if (auto st = nl.add_route(r); !st) return fail(st.error());
+    }
+  }
   impl->timings.total = since(t0);
   log::debug("built run {}: {} namespaces in {} ms, {} links in {} ms, addresses {} ms, qdiscs {} ms",
              run_id, topo.nodes.size(), impl->timings.namespaces.count() / 1000, topo.links.size(),

@@ -282,7 +282,9 @@ void Loader::load_addressing(const pugi::xml_node& n) {
 }
 
 void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
-  check_shape(n, {"name", "asn", "switch", "block4", "block6"}, {"host", "server"});
+  check_shape(n, {"name", "asn", "switch", "block4", "block6", "buckets", "idle-timer", "max-prefixes",
+                  "hold-time"},
+              {"host", "server"});
   Rack rack;
   rack.name = get_name(n);
   rack.loc = loc(n);
@@ -303,6 +305,11 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
                "starting with a letter or digit", sw.name);
   }
   rack.switch_node = add_node(std::move(sw), n);
+  long long v = 0;
+  if (get_int(n, "buckets", 1, 32767, v)) rack.sw.buckets = static_cast<uint16_t>(v);
+  if (get_int(n, "idle-timer", 0, 3600, v)) rack.sw.idle_timer_s = static_cast<uint32_t>(v);
+  if (get_int(n, "max-prefixes", 1, 100000, v)) rack.sw.max_prefixes = static_cast<uint32_t>(v);
+  if (get_int(n, "hold-time", 3, 65535, v)) rack.sw.hold_time_s = static_cast<uint32_t>(v);
   bool b4 = get_net(n, "block4", parse_net4, benchmark_range4(), rack.block4);
   bool b6 = get_net(n, "block6", parse_net6, benchmark_range6(), rack.block6);
   explicit_block_[rack_index] = {b4, b6};

@@ -84,9 +84,18 @@ struct Node {
   SourceLoc loc;
 };
 
+// The rack switch's BGP and FIB settings (attributes of <rack>).
+struct SwitchParams {
+  uint16_t buckets = 128;        // resilient group size per task IP
+  uint32_t idle_timer_s = 120;   // resilient group idle timer
+  uint32_t max_prefixes = 4;     // per host session and address family
+  uint32_t hold_time_s = 9;      // BGP hold time offered to the hosts
+};
+
 struct Rack {
   std::string name;
   int switch_node = -1;
+  SwitchParams sw;
   Net4 block4;  // the rack's task-IP block and aggregate
   Net6 block6;
   std::vector<int> hosts;
