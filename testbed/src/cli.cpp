@@ -19,6 +19,7 @@
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/switch_config.hpp"
+#include "lanes/testbed/switches.hpp"
 #include "lanes/testbed/testbed.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/testbed/version.hpp"
@@ -205,6 +206,28 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
     (void)reg.remove_dir(run_id);
     return kFailure;
   }
+  std::chrono::microseconds switches_us{0};
+  if (has_switches(topo)) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto rollback = [&](const std::string& why) {
+      err << "lanes up: " << why << "\n";
+      auto rep = teardown_run(run_id, state.daemons);
+      for (const auto& e : rep.errors) err << "lanes up: cleanup: " << e << "\n";
+      // keep the logs of a failed start for the user: move them aside
+      std::error_code ec;
+      std::string keep = "/tmp/lanes-failed-" + run_id;
+      std::filesystem::remove_all(keep, ec);
+      std::filesystem::rename(reg.dir(run_id) + "/logs", keep, ec);
+      if (!ec) err << "lanes up: logs kept in " << keep << "\n";
+      (void)reg.remove_dir(run_id);
+      return kFailure;
+    };
+    if (auto st = write_switch_configs(topo, reg, run_id); !st) return rollback(st.error().what());
+    auto sup = start_supervisor(reg, run_id, std::chrono::seconds(30));
+    if (!sup) return rollback(sup.error().what());
+    state.daemons.push_back(sup.value());
+    switches_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  }
   state.phase = "up";
   if (auto st = reg.save(state); !st) {
     err << "lanes up: " << st.error().what() << "\n";
@@ -221,11 +244,14 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
                           {"links", tm.links.count() / 1000.0},
                           {"addresses", tm.addresses.count() / 1000.0},
                           {"qdiscs", tm.qdiscs.count() / 1000.0},
-                          {"total", tm.total.count() / 1000.0}}}};
+                          {"total", tm.total.count() / 1000.0},
+                          {"switches", switches_us.count() / 1000.0}}}};
     out << j.dump(2) << "\n";
   } else {
-    out << fmt::format("run {} is up: {} namespaces, {} links in {} (lanes status {}; lanes down {})\n",
-                       run_id, topo.nodes.size(), topo.links.size(), fmt_ms(tm.total), run_id, run_id);
+    out << fmt::format("run {} is up: {} namespaces, {} links in {}{} (lanes status {}; lanes down {})\n", run_id,
+                       topo.nodes.size(), topo.links.size(), fmt_ms(tm.total),
+                       switches_us.count() ? fmt::format(", switches started in {}", fmt_ms(switches_us)) : "",
+                       run_id, run_id);
   }
   return kOk;
 }
@@ -665,6 +691,22 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
   return kOk;
 }
 
+// ---- supervise (internal) ----
+
+int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  po::options_description desc("options");
+  std::string run;
+  desc.add_options()("run", po::value(&run)->required(), "run id");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("supervise"), desc, pos, vm, out,
+             "Internal: started by 'lanes up'. Runs gobgpd and the FIB agent on every switch of RUN,\n"
+             "restarts them when they exit and records it in the run's events.jsonl."))
+    return kOk;
+  return run_supervisor(run);
+}
+
 const std::vector<Command> kCommands = {
     {"validate", "FILE...", "check topology files and summarise them", cmd_validate},
     {"up", "FILE [--run-id ID] [--json]", "build a topology and leave it running", cmd_up},
@@ -675,6 +717,7 @@ const std::vector<Command> kCommands = {
     {"graph", "FILE [--format dot|mermaid]", "draw a topology as Graphviz DOT or Mermaid", cmd_graph},
     {"features", "[--json]", "show the kernel features lanes detected", cmd_features},
     {"switch-config", "FILE NODE [--agent]", "print the gobgpd or FIB agent config of a switch", cmd_switch_config},
+    {"supervise", "RUN", "(internal) keep a run's switch daemons alive", cmd_supervise},
 };
 
 }  // namespace

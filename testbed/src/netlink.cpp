@@ -289,9 +289,9 @@ Result<Msg> route_msg(const Route& r, int type, int flags, const std::string& ns
   rtmsg rtm{};
   rtm.rtm_family = static_cast<unsigned char>(r.family);
   rtm.rtm_table = static_cast<unsigned char>(r.table < 256 ? r.table : uint32_t{RT_TABLE_UNSPEC});
-  rtm.rtm_protocol = RTPROT_STATIC;
+  rtm.rtm_protocol = static_cast<unsigned char>(r.protocol);
   rtm.rtm_scope = RT_SCOPE_UNIVERSE;
-  rtm.rtm_type = RTN_UNICAST;
+  rtm.rtm_type = r.blackhole ? RTN_BLACKHOLE : RTN_UNICAST;
   std::optional<NlPtr<nl_addr, nladdr_put>> dst;
   if (r.dst != "default") {
     auto d = parse_addr(r.dst, r.family);
@@ -303,7 +303,9 @@ Result<Msg> route_msg(const Route& r, int type, int flags, const std::string& ns
   if (dst) nla_put_addr(msg.get(), RTA_DST, dst->get());
   if (r.table >= 256) nla_put_u32(msg.get(), RTA_TABLE, r.table);
   if (r.metric) nla_put_u32(msg.get(), RTA_PRIORITY, r.metric);
-  if (r.nh_id) {
+  if (r.blackhole) {
+    // no next hop
+  } else if (r.nh_id) {
     nla_put_u32(msg.get(), RTA_NH_ID, r.nh_id);
   } else if (r.nexthops.size() == 1) {
     const auto& nh = r.nexthops[0];
@@ -336,7 +338,8 @@ Result<Msg> route_msg(const Route& r, int type, int flags, const std::string& ns
 }  // namespace
 
 Status Netlink::add_route(const Route& r) {
-  auto m = route_msg(r, RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, ns_);
+  auto m = route_msg(r, RTM_NEWROUTE,
+                     NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (r.replace ? NLM_F_REPLACE : NLM_F_EXCL), ns_);
   if (!m) return m.error();
   log::debug("{}: add route {} ({} next hops, nh id {})", ns_, r.dst, r.nexthops.size(), r.nh_id);
   return send_raw(m.value().release(), "adding route " + r.dst + " in " + ns_);
@@ -372,14 +375,65 @@ Result<std::vector<std::string>> Netlink::routes(int family) {
   return out;
 }
 
-Status Netlink::add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace) {
+Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
+  std::vector<RouteEntry> out;
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWROUTE) return;
+    auto* rtm = static_cast<rtmsg*>(nlmsg_data(h));
+    nlattr* tb[RTA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(rtmsg), tb, RTA_MAX, nullptr) < 0) return;
+    uint32_t table = tb[RTA_TABLE] ? nla_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
+    if (table != RT_TABLE_MAIN) return;
+    RouteEntry e;
+    e.family = rtm->rtm_family;
+    e.protocol = rtm->rtm_protocol;
+    e.type = rtm->rtm_type;
+    e.dst = tb[RTA_DST] ? addr_str(nla_data(tb[RTA_DST]), rtm->rtm_family)
+                        : (rtm->rtm_family == AF_INET6 ? "::" : "0.0.0.0");
+    e.dst += "/" + std::to_string(rtm->rtm_dst_len);
+    if (tb[RTA_NH_ID]) e.nh_id = nla_get_u32(tb[RTA_NH_ID]);
+    if (tb[RTA_OIF]) e.oif = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
+    if (tb[RTA_GATEWAY]) e.gateway = addr_str(nla_data(tb[RTA_GATEWAY]), rtm->rtm_family);
+    e.paths = 1;
+    if (tb[RTA_MULTIPATH]) {
+      int len = nla_len(tb[RTA_MULTIPATH]), n = 0;
+      auto* rtnh = static_cast<rtnexthop*>(nla_data(tb[RTA_MULTIPATH]));
+      while (len >= static_cast<int>(sizeof(rtnexthop)) && rtnh->rtnh_len >= sizeof(rtnexthop) &&
+             rtnh->rtnh_len <= len) {
+        ++n;
+        len -= NLMSG_ALIGN(rtnh->rtnh_len);
+        rtnh = reinterpret_cast<rtnexthop*>(reinterpret_cast<char*>(rtnh) + NLMSG_ALIGN(rtnh->rtnh_len));
+      }
+      e.paths = n;
+    }
+    out.push_back(std::move(e));
+  };
+  rtmsg hdr{};
+  hdr.rtm_family = static_cast<unsigned char>(family);
+  Msg msg(nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP));
+  if (nlmsg_append(msg.get(), &hdr, sizeof hdr, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "route dump");
+  if (int err = nl_send_auto(sock_.get(), msg.get()); err < 0)
+    return nl_error(err, "listing routes in " + ns_);
+  nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
+  auto trampoline = [](nl_msg* m, void* arg) -> int {
+    (*static_cast<decltype(parse)*>(arg))(nlmsg_hdr(m));
+    return NL_OK;
+  };
+  nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, trampoline, &parse);
+  int err = nl_recvmsgs(sock_.get(), cb);
+  nl_cb_put(cb);
+  if (err < 0) return nl_error(err, "listing routes in " + ns_);
+  return out;
+}
+
+Status Netlink::add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace, int protocol) {
   std::string what = fmt::format("adding nexthop {} via {} dev {} in {}", id, gateway, oif, ns_);
   int family = gateway.find(':') != std::string::npos ? AF_INET6 : AF_INET;
   Msg msg(nlmsg_alloc_simple(RTM_NEWNEXTHOP,
                              NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL})));
   nhmsg nhm{};
   nhm.nh_family = static_cast<unsigned char>(family);
-  nhm.nh_protocol = RTPROT_STATIC;
+  nhm.nh_protocol = static_cast<unsigned char>(protocol);
   if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
   nla_put_u32(msg.get(), NHA_ID, id);
   nla_put_u32(msg.get(), NHA_OIF, static_cast<uint32_t>(oif));
@@ -394,13 +448,13 @@ Status Netlink::add_nexthop(uint32_t id, int oif, const std::string& gateway, bo
 
 Status Netlink::add_nexthop_group(uint32_t id,
                                   const std::vector<std::pair<uint32_t, uint16_t>>& members,
-                                  const std::optional<ResilientParams>& res, bool replace) {
+                                  const std::optional<ResilientParams>& res, bool replace, int protocol) {
   std::string what = fmt::format("adding nexthop group {} ({} members) in {}", id, members.size(), ns_);
   Msg msg(nlmsg_alloc_simple(RTM_NEWNEXTHOP,
                              NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL})));
   nhmsg nhm{};
   nhm.nh_family = AF_UNSPEC;
-  nhm.nh_protocol = RTPROT_STATIC;
+  nhm.nh_protocol = static_cast<unsigned char>(protocol);
   if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
   nla_put_u32(msg.get(), NHA_ID, id);
   std::vector<nexthop_grp> grp;
@@ -443,6 +497,7 @@ Result<std::vector<NexthopInfo>> Netlink::nexthops() {
     nlattr* tb[NHA_MAX + 1] = {};
     if (nlmsg_parse(h, sizeof(nhmsg), tb, NHA_MAX, nullptr) < 0) return;
     NexthopInfo ni;
+    ni.protocol = nhm->nh_protocol;
     if (tb[NHA_ID]) ni.id = nla_get_u32(tb[NHA_ID]);
     if (tb[NHA_OIF]) ni.oif = static_cast<int>(nla_get_u32(tb[NHA_OIF]));
     if (tb[NHA_GATEWAY]) ni.gateway = addr_str(nla_data(tb[NHA_GATEWAY]), nhm->nh_family);

@@ -7,6 +7,9 @@
 
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
+#include <fcntl.h>
+#include <poll.h>
+
 #include <cstdio>
 #include <thread>
 
@@ -147,6 +150,129 @@ void Daemon::detach() {
   if (!impl_) return;
   impl_->detached = true;
   impl_->child.detach();
+}
+
+namespace {
+Result<bp::child> spawn_with_pipe(const ProcessSpec& spec, bp::pipe& out) {
+  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
+  boost::filesystem::path exe = spec.argv[0];
+  if (spec.argv[0].find('/') == std::string::npos) {
+    exe = bp::search_path(spec.argv[0]);
+    if (exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
+  }
+  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  bp::environment env = boost::this_process::environment();
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  ChildSetup setup;
+  setup.netns_fd = spec.netns_fd;
+  setup.new_session = spec.new_session;
+  std::error_code ec;
+  FILE* log = nullptr;
+  if (!spec.log_path.empty()) log = std::fopen(spec.log_path.c_str(), "ae");
+  bp::child c;
+  try {
+    if (log)
+      c = bp::child(exe, bp::args = args, bp::std_in < bp::null, bp::std_out > out, bp::std_err > log, env, setup, ec);
+    else
+      c = bp::child(exe, bp::args = args, bp::std_in < bp::null, bp::std_out > out, bp::std_err > bp::null, env,
+                    setup, ec);
+  } catch (const std::exception& e) {
+    if (log) std::fclose(log);
+    return os_error(EIO, "starting " + spec.name + ": " + e.what());
+  }
+  if (log) std::fclose(log);
+  if (ec) return std::system_error(ec, "starting " + spec.name);
+  ::close(out.native_sink());  // our copy of the write end: EOF comes when the child's closes
+  out.assign_sink(-1);
+  return c;
+}
+
+int status_of(bp::child& c) {
+  int native = c.native_exit_code();
+  return WIFSIGNALED(native) ? 128 + WTERMSIG(native) : WEXITSTATUS(native);
+}
+}  // namespace
+
+Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds timeout) {
+  bp::pipe out;
+  auto c = spawn_with_pipe(spec, out);
+  if (!c) return c.error();
+  Captured cap;
+  int fd = out.native_source();
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[8192];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    cap.out.append(buf, static_cast<size_t>(n));
+  }
+  std::error_code ec;
+  if (timed_out) {
+    c.value().terminate(ec);
+    cap.status = 124;
+    return cap;
+  }
+  c.value().wait(ec);
+  cap.status = status_of(c.value());
+  return cap;
+}
+
+struct StreamingChild::Impl {
+  bp::pipe out;
+  bp::child child;
+};
+
+StreamingChild::StreamingChild() = default;
+StreamingChild::StreamingChild(StreamingChild&&) noexcept = default;
+StreamingChild& StreamingChild::operator=(StreamingChild&&) noexcept = default;
+StreamingChild::~StreamingChild() { kill(); }
+
+Result<StreamingChild> StreamingChild::start(const ProcessSpec& spec) {
+  auto impl = std::make_unique<Impl>();
+  auto c = spawn_with_pipe(spec, impl->out);
+  if (!c) return c.error();
+  impl->child = std::move(c).value();
+  int fd = impl->out.native_source();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  StreamingChild s;
+  s.impl_ = std::move(impl);
+  return s;
+}
+
+int StreamingChild::fd() const { return impl_ ? impl_->out.native_source() : -1; }
+
+bool StreamingChild::read_some(std::string& buf) {
+  if (!impl_) return false;
+  char tmp[16384];
+  for (;;) {
+    ssize_t n = ::read(fd(), tmp, sizeof tmp);
+    if (n > 0) {
+      buf.append(tmp, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // EOF or error
+  }
+}
+
+void StreamingChild::kill() {
+  if (!impl_) return;
+  std::error_code ec;
+  if (impl_->child.valid() && impl_->child.running(ec)) impl_->child.terminate(ec);
+  if (impl_->child.valid()) impl_->child.wait(ec);
+  impl_.reset();
 }
 
 bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace) {

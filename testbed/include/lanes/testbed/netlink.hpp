@@ -50,6 +50,7 @@ struct QdiscInfo {
 
 struct NexthopInfo {
   uint32_t id = 0;
+  int protocol = 0;
   int oif = 0;
   std::string gateway;
   bool is_group = false;
@@ -71,7 +72,24 @@ struct Route {
   uint32_t nh_id = 0;   // route through a nexthop object instead
   uint32_t table = 254; // main
   uint32_t metric = 0;
+  int protocol = 4;     // RTPROT_STATIC; the FIB agent uses RTPROT_BGP
+  bool blackhole = false;
+  bool replace = false; // replace an existing route to DST instead of failing
 };
+
+// A route as the kernel reports it (main table).
+struct RouteEntry {
+  int family = 0;
+  std::string dst;  // "198.19.0.1/32"
+  int protocol = 0;
+  int type = 0;     // RTN_UNICAST, RTN_BLACKHOLE, ...
+  uint32_t nh_id = 0;
+  int oif = 0;
+  std::string gateway;
+  int paths = 0;    // next hops of a multipath route (1 for a plain one)
+};
+
+inline constexpr int kProtoBgp = 186;  // RTPROT_BGP
 
 struct ResilientParams {
   uint16_t buckets = 128;
@@ -112,10 +130,13 @@ class Netlink {
   Status add_route(const Route& r);
   Status delete_route(const Route& r);
   Result<std::vector<std::string>> routes(int family);  // "dst via gw dev ifindex" lines
+  Result<std::vector<RouteEntry>> route_entries(int family);
 
-  Status add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace = false);
+  Status add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace = false,
+                     int protocol = 4);
   Status add_nexthop_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members,
-                           const std::optional<ResilientParams>& resilient, bool replace = false);
+                           const std::optional<ResilientParams>& resilient, bool replace = false,
+                           int protocol = 4);
   Status delete_nexthop(uint32_t id);
   Result<std::vector<NexthopInfo>> nexthops();
 

@@ -53,6 +53,32 @@ class Daemon {
   std::unique_ptr<Impl> impl_;
 };
 
+struct Captured {
+  int status = -1;  // exit status, or 128 + signal; 124 when the timeout killed it
+  std::string out;  // stdout (stderr goes to the spec's log, or is dropped)
+};
+
+// Runs SPEC to completion and returns its stdout; kills it after TIMEOUT.
+Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds timeout);
+
+// A child whose stdout lanes reads as a stream (e.g. `gobgp monitor`).
+class StreamingChild {
+ public:
+  StreamingChild();
+  ~StreamingChild();  // kills the child if still running
+  StreamingChild(StreamingChild&&) noexcept;
+  StreamingChild& operator=(StreamingChild&&) noexcept;
+  static Result<StreamingChild> start(const ProcessSpec& spec);
+  int fd() const;  // readable end of its stdout, non-blocking
+  // Appends what is available to BUF; false at end of stream.
+  bool read_some(std::string& buf);
+  void kill();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // Stops a process lanes started earlier (not necessarily its child), by pid,
 // only if its start time still matches: SIGTERM, wait up to GRACE, SIGKILL.
 // Returns true if the process was running.

@@ -1,0 +1,282 @@
+// lanes-fib-agent: runs inside a switch's namespace, follows gobgpd's best
+// paths through `gobgp monitor global rib -j` (an event stream) and programs
+// resilient nexthop groups. Started and supervised by lanes.
+//
+// usage: lanes-fib-agent --config FILE --state FILE [--log-level L]
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "lanes/testbed/fib_agent.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
+
+using namespace lanes::testbed;
+namespace lg = lanes::log;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_term(int) { g_stop = true; }
+
+struct Gobgp {
+  std::string host = "127.0.0.1";
+  std::string port = "50051";
+
+  std::vector<std::string> argv(std::initializer_list<std::string> rest) const {
+    std::vector<std::string> a = {"gobgp", "-u", host, "-p", port};
+    a.insert(a.end(), rest);
+    return a;
+  }
+  Result<Captured> run(std::initializer_list<std::string> rest) const {
+    ProcessSpec spec{"gobgp", argv(rest)};
+    spec.new_session = false;
+    return run_capture(spec, std::chrono::seconds(5));
+  }
+};
+
+// The complete RIB, both families; nullopt if gobgpd does not answer.
+std::optional<std::map<std::string, std::vector<std::string>>> snapshot(const Gobgp& g) {
+  std::map<std::string, std::vector<std::string>> rib;
+  for (const char* fam : {"ipv4", "ipv6"}) {
+    auto r = g.run({"global", "rib", "-j", "-a", fam});
+    if (!r || r.value().status != 0) return std::nullopt;
+    try {
+      std::string out = r.value().out;
+      if (out.find_first_not_of(" \n\t") == std::string::npos) continue;
+      auto j = nlohmann::json::parse(out);
+      for (auto& [prefix, nhs] : parse_gobgp_paths(j)) rib[prefix] = nhs;
+    } catch (const std::exception& e) {
+      lg::warn("parsing gobgp's RIB: {}", e.what());
+      return std::nullopt;
+    }
+  }
+  return rib;
+}
+
+// Neighbors in state Established.
+std::optional<std::set<std::string>> established(const Gobgp& g) {
+  auto r = g.run({"neighbor", "-j"});
+  if (!r || r.value().status != 0) return std::nullopt;
+  std::set<std::string> out;
+  try {
+    auto j = nlohmann::json::parse(r.value().out);
+    for (const auto& n : j)
+      if (n["state"].value("session_state", 0) == 6) out.insert(n["conf"].value("neighbor_address", ""));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+void write_state(const std::string& path, nlohmann::json j) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream o(tmp, std::ios::trunc);
+    o << j.dump(2) << "\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, state_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) config_path = argv[++i];
+    else if (a == "--state" && i + 1 < argc) state_path = argv[++i];
+    else if (a == "--log-level" && i + 1 < argc) {
+      lg::Level l;
+      if (!lg::parse_level(argv[++i], l)) {
+        std::cerr << "lanes-fib-agent: bad --log-level\n";
+        return 2;
+      }
+      lg::set_level(l);
+    } else if (a == "--help" || a == "-h") {
+      std::cout << "usage: lanes-fib-agent --config FILE --state FILE [--log-level L]\n"
+                   "Follows gobgpd's RIB in this namespace and programs resilient nexthop groups.\n";
+      return 0;
+    } else {
+      std::cerr << "lanes-fib-agent: unknown argument " << a << "\n";
+      return 2;
+    }
+  }
+  if (config_path.empty() || state_path.empty()) {
+    std::cerr << "usage: lanes-fib-agent --config FILE --state FILE\n";
+    return 2;
+  }
+  AgentConfig cfg;
+  try {
+    std::ifstream in(config_path);
+    cfg = AgentConfig::from_json(nlohmann::json::parse(in));
+  } catch (const std::exception& e) {
+    std::cerr << "lanes-fib-agent: " << config_path << ": " << e.what() << "\n";
+    return 2;
+  }
+  Gobgp g;
+  if (auto colon = cfg.api.rfind(':'); colon != std::string::npos) {
+    g.host = cfg.api.substr(0, colon);
+    g.port = cfg.api.substr(colon + 1);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_term;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  auto nl = Netlink::open_here(cfg.node);
+  if (!nl) {
+    lg::error("{}", nl.error().what());
+    return 1;
+  }
+  NetlinkFib fib(std::move(nl).value());
+  FibAgent agent(cfg, fib);
+  if (auto st = agent.start(); !st) {
+    lg::error("starting: {}", st.error().what());
+    return 1;
+  }
+  Fd self_ns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  auto mon = LinkMonitor::open_in(self_ns.get(), cfg.node);
+  if (!mon) {
+    lg::error("{}", mon.error().what());
+    return 1;
+  }
+
+  // sessions that were up before: the RIB counts as re-learned once they are back
+  std::set<std::string> expected;
+  try {
+    std::ifstream in(state_path);
+    if (in) {
+      auto j = nlohmann::json::parse(in);
+      for (const auto& n : j.value("established", std::vector<std::string>{})) expected.insert(n);
+    }
+  } catch (const std::exception&) {
+  }
+  bool had_routes = !agent.state()["routes"].empty();
+  if (had_routes) agent.set_stale(true);  // restarted agent: keep what is there until the RIB is read
+
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = mon.value().fd();
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, mon.value().fd(), &ev);
+
+  std::optional<StreamingChild> monitor;
+  std::string linebuf;
+  std::set<std::string> up_now;
+  Clock::time_point stale_since = Clock::now();
+  Clock::time_point next_try = Clock::now(), next_state = Clock::now();
+  uint64_t gobgpd_losses = 0, events = 0;
+  bool connected = false;
+
+  auto save = [&] {
+    auto j = agent.state();
+    j["connected"] = connected;
+    j["established"] = std::vector<std::string>(up_now.begin(), up_now.end());
+    j["gobgpd_losses"] = gobgpd_losses;
+    j["rib_events"] = events;
+    write_state(state_path, j);
+  };
+
+  while (!g_stop) {
+    auto now = Clock::now();
+    if (!connected && now >= next_try) {
+      next_try = now + std::chrono::milliseconds(200);
+      ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j"})};
+      spec.new_session = false;
+      auto m = StreamingChild::start(spec);
+      auto rib = m ? snapshot(g) : std::nullopt;
+      if (m && rib) {
+        monitor.emplace(std::move(m).value());
+        ev.data.fd = monitor->fd();
+        ::epoll_ctl(ep, EPOLL_CTL_ADD, monitor->fd(), &ev);
+        connected = true;
+        linebuf.clear();
+        for (const auto& p : cfg.originate) {
+          auto r = g.run({"global", "rib", "add", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
+          if (!r || r.value().status != 0) lg::warn("originating {} failed", p);
+        }
+        if (agent.stale()) {
+          for (const auto& [prefix, nhs] : rib.value()) agent.update(prefix, nhs);  // adds only
+          lg::info("connected to gobgpd; waiting for {} sessions before reconciling", expected.size());
+        } else {
+          agent.reconcile(rib.value());
+          lg::info("connected to gobgpd; {} prefixes in the RIB", rib.value().size());
+        }
+        save();
+      }
+    }
+    // stale: reconcile once the sessions that were up are back (or on timeout)
+    if (connected && agent.stale()) {
+      auto est = established(g);
+      bool back = est && std::includes(est->begin(), est->end(), expected.begin(), expected.end());
+      if (back || Clock::now() - stale_since > cfg.stale_timeout) {
+        // let the returning sessions deliver their updates first
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (auto rib = snapshot(g)) {
+          if (!back) lg::warn("stale timeout: reconciling without every session back");
+          agent.reconcile(rib.value());
+          save();
+        }
+      }
+    }
+    epoll_event evs[8];
+    int n = ::epoll_wait(ep, evs, 8, agent.stale() ? 200 : 500);
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.fd == mon.value().fd()) {
+        auto events_read = mon.value().read_events();
+        if (events_read)
+          for (const auto& e : events_read.value())
+            if (!e.deleted) agent.link_changed(e.name, e.carrier && e.admin_up);
+      } else if (monitor && evs[i].data.fd == monitor->fd()) {
+        bool alive = monitor->read_some(linebuf);
+        size_t pos;
+        while ((pos = linebuf.find('\n')) != std::string::npos) {
+          std::string line = linebuf.substr(0, pos);
+          linebuf.erase(0, pos + 1);
+          if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+          try {
+            for (const auto& [prefix, nhs] : parse_gobgp_paths(nlohmann::json::parse(line))) {
+              agent.update(prefix, nhs);
+              ++events;
+            }
+          } catch (const std::exception& e) {
+            lg::warn("unparsable monitor line: {}", e.what());
+          }
+        }
+        if (!alive) {
+          ::epoll_ctl(ep, EPOLL_CTL_DEL, monitor->fd(), nullptr);
+          monitor.reset();
+          connected = false;
+          ++gobgpd_losses;
+          if (!up_now.empty()) expected = up_now;
+          agent.set_stale(true);
+          stale_since = Clock::now();
+          lg::warn("lost gobgpd; routes kept as stale until its sessions are back");
+        }
+      }
+    }
+    if (Clock::now() >= next_state) {
+      next_state = Clock::now() + std::chrono::seconds(1);
+      if (connected)
+        if (auto est = established(g)) up_now = *est;
+      save();
+    }
+  }
+  save();
+  lg::info("stopping; kernel routes stay in place");
+  return 0;
+}

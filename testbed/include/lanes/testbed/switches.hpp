@@ -1,0 +1,53 @@
+#pragma once
+// The emulated switches of a run: gobgpd and the FIB agent on every rack
+// switch and spine, started and kept alive by the run's supervisor
+// (`lanes supervise RUN`, a detached process that `lanes up` starts and
+// `lanes down` stops). Crashes are restarted and recorded in the run's
+// events file.
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lanes/testbed/model.hpp"
+#include "lanes/testbed/result.hpp"
+#include "lanes/testbed/run_registry.hpp"
+
+namespace lanes::testbed {
+
+struct SwitchFiles {
+  std::string dir;            // <run>/switches/<node>
+  std::string gobgp_config;   // gobgpd.toml
+  std::string agent_config;   // fib-agent.json
+  std::string agent_state;    // fib-agent-state.json (written by the agent)
+  std::string gobgpd_log;     // <run>/logs/<node>-gobgpd.log
+  std::string agent_log;      // <run>/logs/<node>-fib-agent.log
+};
+
+SwitchFiles switch_files(const RunRegistry& reg, const std::string& run_id, const std::string& node);
+bool has_switches(const Topology& topo);
+// Renders and writes every switch's configuration; checks each with
+// `gobgpd --dry-run`.
+Status write_switch_configs(const Topology& topo, const RunRegistry& reg, const std::string& run_id);
+
+// Supervisor state file: <run>/supervisor.json
+//   {"ready": bool, "error": "...", "daemons": [{"node","name","pid","restarts","log"}]}
+// Events: <run>/events.jsonl, one JSON object per line
+//   {"time_unix_ms", "node", "daemon", "event": "started|exited|restarted|ready", "status"}
+std::string supervisor_state_path(const RunRegistry& reg, const std::string& run_id);
+std::string events_path(const RunRegistry& reg, const std::string& run_id);
+std::vector<nlohmann::json> read_events(const RunRegistry& reg, const std::string& run_id);
+
+// The supervisor's main loop; returns its exit code. Stops on SIGTERM.
+int run_supervisor(const std::string& run_id);
+
+// Starts the supervisor for RUN_ID (detached) and waits until every gobgpd
+// answers, or fails with what went wrong and where its log is.
+Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
+                                      std::chrono::seconds timeout);
+
+// The directory of the running lanes binary (the agent lives beside it).
+std::string self_dir();
+
+}  // namespace lanes::testbed

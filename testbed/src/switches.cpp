@@ -1,0 +1,320 @@
+#include "lanes/testbed/switches.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/switch_config.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+
+namespace lanes::testbed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void append_event(const RunRegistry& reg, const std::string& run_id, nlohmann::json e) {
+  e["time_unix_ms"] = now_ms();
+  std::ofstream out(events_path(reg, run_id), std::ios::app);
+  out << e.dump() << "\n";
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream o(tmp, std::ios::trunc);
+    o << j.dump(2) << "\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream in(path);
+  std::vector<std::string> all;
+  std::string l;
+  while (std::getline(in, l)) all.push_back(l);
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "  " + all[i] + "\n";
+  return out;
+}
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_stop(int) { g_stop = true; }
+
+struct Managed {
+  std::string node;
+  std::string name;  // gobgpd | fib-agent
+  ProcessSpec spec;
+  Daemon daemon;
+  int restarts = 0;
+  Clock::time_point restart_at{};
+  bool waiting = false;
+};
+
+bool gobgp_answers(int ns_fd) {
+  ProcessSpec spec{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(kGobgpApiPort), "global"}};
+  spec.netns_fd = ns_fd;
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(2));
+  return r && r.value().status == 0;
+}
+
+}  // namespace
+
+std::string self_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+SwitchFiles switch_files(const RunRegistry& reg, const std::string& run_id, const std::string& node) {
+  SwitchFiles f;
+  f.dir = reg.dir(run_id) + "/switches/" + node;
+  f.gobgp_config = f.dir + "/gobgpd.toml";
+  f.agent_config = f.dir + "/fib-agent.json";
+  f.agent_state = f.dir + "/fib-agent-state.json";
+  f.gobgpd_log = reg.dir(run_id) + "/logs/" + node + "-gobgpd.log";
+  f.agent_log = reg.dir(run_id) + "/logs/" + node + "-fib-agent.log";
+  return f;
+}
+
+std::string supervisor_state_path(const RunRegistry& reg, const std::string& run_id) {
+  return reg.dir(run_id) + "/supervisor.json";
+}
+std::string events_path(const RunRegistry& reg, const std::string& run_id) {
+  return reg.dir(run_id) + "/events.jsonl";
+}
+
+std::vector<nlohmann::json> read_events(const RunRegistry& reg, const std::string& run_id) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(events_path(reg, run_id));
+  std::string line;
+  while (std::getline(in, line)) {
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+bool has_switches(const Topology& t) { return t.count(NodeKind::rack_switch) + t.count(NodeKind::spine) > 0; }
+
+Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std::string& run_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(reg.dir(run_id) + "/logs", ec);
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
+    if (n.kind != NodeKind::rack_switch && n.kind != NodeKind::spine) continue;
+    auto f = switch_files(reg, run_id, n.name);
+    std::filesystem::create_directories(f.dir, ec);
+    if (ec) return std::system_error(ec, "creating " + f.dir);
+    {
+      std::ofstream o(f.gobgp_config, std::ios::trunc);
+      o << render_gobgp_config(t, static_cast<int>(i));
+      if (!o) return errno_error("writing " + f.gobgp_config);
+    }
+    {
+      std::ofstream o(f.agent_config, std::ios::trunc);
+      o << render_agent_config(t, static_cast<int>(i)).dump(2) << "\n";
+      if (!o) return errno_error("writing " + f.agent_config);
+    }
+    ProcessSpec check{"gobgpd --dry-run", {"gobgpd", "--dry-run", "-f", f.gobgp_config, "-t", "toml"}};
+    check.log_path = f.gobgpd_log;
+    check.new_session = false;
+    auto r = run_capture(check, std::chrono::seconds(10));
+    if (!r) return r.error();
+    if (r.value().status != 0)
+      return os_error(EINVAL, fmt::format("gobgpd rejects the configuration of {} ({}); see {}:\n{}", n.name,
+                                          f.gobgp_config, f.gobgpd_log, tail_of(f.gobgpd_log, 3)));
+  }
+  return {};
+}
+
+int run_supervisor(const std::string& run_id) {
+  RunRegistry reg;
+  std::string topo_path = reg.dir(run_id) + "/topology.xml";
+  Topology topo;
+  try {
+    topo = load_topology(topo_path);
+  } catch (const std::exception& e) {
+    log::error("supervisor: {}", e.what());
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_stop;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGHUP, SIG_IGN);
+
+  std::string agent_bin = self_dir() + "/lanes-fib-agent";
+  std::map<std::string, Netns> ns;
+  std::vector<Managed> managed;
+  nlohmann::json sup = {{"ready", false}, {"pid", ::getpid()}};
+  auto publish = [&] {
+    nlohmann::json d = nlohmann::json::array();
+    for (auto& m : managed)
+      d.push_back({{"node", m.node}, {"name", m.name}, {"pid", m.daemon.pid()}, {"restarts", m.restarts},
+                   {"log", m.spec.log_path}});
+    sup["daemons"] = d;
+    write_json(supervisor_state_path(reg, run_id), sup);
+  };
+  auto fail = [&](const std::string& why) {
+    log::error("supervisor: {}", why);
+    sup["error"] = why;
+    publish();
+    for (auto it = managed.rbegin(); it != managed.rend(); ++it)
+      if (it->daemon.running()) (void)it->daemon.stop(std::chrono::milliseconds(2000));
+    return 1;
+  };
+
+  for (const auto& n : topo.nodes) {
+    if (n.kind != NodeKind::rack_switch && n.kind != NodeKind::spine) continue;
+    auto o = Netns::open(RunRegistry::netns_name(run_id, n.name));
+    if (!o) return fail(o.error().what());
+    ns.emplace(n.name, std::move(o).value());
+  }
+  // gobgpd everywhere first, then the agents
+  for (const auto& [node, netns] : ns) {
+    auto f = switch_files(reg, run_id, node);
+    Managed m;
+    m.node = node;
+    m.name = "gobgpd";
+    m.spec = {"gobgpd on " + node,
+              {"gobgpd", "-f", f.gobgp_config, "-t", "toml", "-p", "-l", "info", "--api-hosts",
+               std::string(kGobgpApi), "--pprof-disable"}};
+    m.spec.netns_fd = netns.fd();
+    m.spec.log_path = f.gobgpd_log;
+    auto d = Daemon::start(m.spec);
+    if (!d) return fail(d.error().what());
+    m.daemon = std::move(d).value();
+    append_event(reg, run_id, {{"node", node}, {"daemon", "gobgpd"}, {"event", "started"}, {"pid", m.daemon.pid()}});
+    managed.push_back(std::move(m));
+  }
+  publish();
+  // wait until every gobgpd answers on its API
+  auto deadline = Clock::now() + std::chrono::seconds(20);
+  for (auto& m : managed) {
+    while (!gobgp_answers(ns.at(m.node).fd())) {
+      if (!m.daemon.running())
+        return fail(fmt::format("gobgpd on {} exited with status {} before it was ready; see {}:\n{}", m.node,
+                                m.daemon.exit_status().value_or(-1), m.spec.log_path, tail_of(m.spec.log_path, 5)));
+      if (Clock::now() > deadline || g_stop)
+        return fail(fmt::format("gobgpd on {} did not answer within 20 s; see {}", m.node, m.spec.log_path));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  for (const auto& [node, netns] : ns) {
+    auto f = switch_files(reg, run_id, node);
+    Managed m;
+    m.node = node;
+    m.name = "fib-agent";
+    m.spec = {"fib agent on " + node, {agent_bin, "--config", f.agent_config, "--state", f.agent_state}};
+    m.spec.netns_fd = netns.fd();
+    m.spec.log_path = f.agent_log;
+    auto d = Daemon::start(m.spec);
+    if (!d) return fail(d.error().what());
+    m.daemon = std::move(d).value();
+    append_event(reg, run_id, {{"node", node}, {"daemon", "fib-agent"}, {"event", "started"}, {"pid", m.daemon.pid()}});
+    managed.push_back(std::move(m));
+  }
+  sup["ready"] = true;
+  publish();
+  append_event(reg, run_id, {{"node", ""}, {"daemon", "supervisor"}, {"event", "ready"}});
+
+  // keep them alive: a daemon that exits is recorded and restarted with backoff
+  while (!g_stop) {
+    bool changed = false;
+    for (auto& m : managed) {
+      if (m.waiting) {
+        if (Clock::now() < m.restart_at) continue;
+        m.waiting = false;
+        auto d = Daemon::start(m.spec);
+        if (!d) {
+          log::error("supervisor: restarting {}: {}", m.spec.name, d.error().what());
+          m.waiting = true;
+          m.restart_at = Clock::now() + std::chrono::seconds(2);
+          continue;
+        }
+        m.daemon = std::move(d).value();
+        ++m.restarts;
+        append_event(reg, run_id, {{"node", m.node}, {"daemon", m.name}, {"event", "restarted"},
+                                   {"pid", m.daemon.pid()}, {"restarts", m.restarts}});
+        log::info("supervisor: restarted {} (pid {})", m.spec.name, m.daemon.pid());
+        changed = true;
+        continue;
+      }
+      if (!m.daemon.running()) {
+        int status = m.daemon.exit_status().value_or(-1);
+        append_event(reg, run_id, {{"node", m.node}, {"daemon", m.name}, {"event", "exited"}, {"status", status}});
+        log::warn("supervisor: {} exited with status {}; restarting", m.spec.name, status);
+        // quick first restart, slower if it keeps failing
+        auto backoff = std::chrono::milliseconds(std::min(5000, 100 << std::min(m.restarts, 6)));
+        m.waiting = true;
+        m.restart_at = Clock::now() + backoff;
+        changed = true;
+      }
+    }
+    if (changed) publish();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // orderly stop: agents first (they leave the kernel as it is), then gobgpd
+  for (auto it = managed.rbegin(); it != managed.rend(); ++it)
+    if (!it->waiting && it->daemon.running()) (void)it->daemon.stop(std::chrono::milliseconds(3000));
+  sup["ready"] = false;
+  sup["stopped"] = true;
+  publish();
+  return 0;
+}
+
+Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
+                                      std::chrono::seconds timeout) {
+  std::string log_path = reg.dir(run_id) + "/logs/supervisor.log";
+  ProcessSpec spec{"lanes supervisor", {self_dir() + "/lanes", "supervise", run_id}};
+  spec.log_path = log_path;
+  auto d = Daemon::start(spec);
+  if (!d) return d.error();
+  Daemon daemon = std::move(d).value();
+  DaemonRecord rec{"supervisor", "", daemon.pid(), process_start_time(daemon.pid()), log_path};
+  auto deadline = Clock::now() + timeout;
+  for (;;) {
+    std::ifstream in(supervisor_state_path(reg, run_id));
+    if (in) {
+      try {
+        auto j = nlohmann::json::parse(in);
+        if (j.value("ready", false)) break;
+        if (j.contains("error")) {
+          daemon.wait();
+          return os_error(EIO, j["error"].get<std::string>());
+        }
+      } catch (const std::exception&) {
+      }
+    }
+    if (!daemon.running())
+      return os_error(EIO, fmt::format("the supervisor exited with status {}; see {}:\n{}",
+                                       daemon.exit_status().value_or(-1), log_path, tail_of(log_path, 5)));
+    if (Clock::now() > deadline) {
+      (void)daemon.stop();
+      return os_error(ETIMEDOUT, fmt::format("switches not ready within {} s; see {}", timeout.count(), log_path));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  daemon.detach();
+  return rec;
+}
+
+}  // namespace lanes::testbed
