@@ -287,6 +287,76 @@ nlohmann::json run_summary_json(const RunRegistry& reg, const std::string& id) {
   return j;
 }
 
+const char* session_state_name(int s) {
+  static const char* names[] = {"unknown", "idle", "connect", "active", "opensent", "openconfirm", "established"};
+  return s >= 0 && s <= 6 ? names[s] : "unknown";
+}
+
+// A switch's BGP sessions (from gobgpd), its groups (from its FIB agent) and
+// its daemons (from the supervisor).
+nlohmann::json switch_status(const RunRegistry& reg, const std::string& id, const Node& n, const Netns& ns) {
+  nlohmann::json j;
+  ProcessSpec spec{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(kGobgpApiPort), "neighbor", "-j"}};
+  spec.netns_fd = ns.fd();
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(3));
+  nlohmann::json sessions = nlohmann::json::array();
+  uint64_t rejected_total = 0;
+  if (r && r.value().status == 0) {
+    try {
+      for (const auto& nb : nlohmann::json::parse(r.value().out)) {
+        uint64_t rx = 0, acc = 0;
+        for (const auto& af : nb.value("afi_safis", nlohmann::json::array())) {
+          rx += af["state"].value("received", uint64_t{0});
+          acc += af["state"].value("accepted", uint64_t{0});
+        }
+        uint64_t rej = rx > acc ? rx - acc : 0;
+        rejected_total += rej;
+        sessions.push_back({{"neighbor", nb["conf"].value("neighbor_address", "")},
+                            {"description", nb["conf"].value("description", "")},
+                            {"peer_as", nb["conf"].value("peer_asn", uint32_t{0})},
+                            {"state", session_state_name(nb["state"].value("session_state", 0))},
+                            {"received", rx},
+                            {"accepted", acc},
+                            {"rejected", rej}});
+      }
+    } catch (const std::exception& e) {
+      j["error"] = std::string("parsing gobgp neighbor: ") + e.what();
+    }
+  } else {
+    j["error"] = "gobgpd does not answer";
+  }
+  j["sessions"] = sessions;
+  j["rejected"] = rejected_total;
+  auto f = switch_files(reg, id, n.name);
+  try {
+    std::ifstream in(f.agent_state);
+    if (in) {
+      auto st = nlohmann::json::parse(in);
+      j["routes"] = st.value("routes", nlohmann::json::object());
+      j["stale"] = st.value("stale", false);
+      j["agent_connected"] = st.value("connected", false);
+    }
+    std::ifstream cfg(f.agent_config);
+    if (cfg) j["announced"] = nlohmann::json::parse(cfg).value("originate", nlohmann::json::array());
+  } catch (const std::exception&) {
+  }
+  nlohmann::json daemons = nlohmann::json::array();
+  try {
+    std::ifstream in(supervisor_state_path(reg, id));
+    if (in)
+      for (const auto& d : nlohmann::json::parse(in).value("daemons", nlohmann::json::array()))
+        if (d.value("node", "") == n.name) daemons.push_back(d);
+  } catch (const std::exception&) {
+  }
+  j["daemons"] = daemons;
+  int crashes = 0;
+  for (const auto& e : read_events(reg, id))
+    if (e.value("node", "") == n.name && e.value("event", "") == "exited") ++crashes;
+  j["daemon_exits"] = crashes;
+  return j;
+}
+
 nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id) {
   nlohmann::json j = run_summary_json(reg, id);
   std::optional<Topology> topo;
@@ -315,6 +385,7 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id) {
     }
     auto ns = Netns::open(nsname);
     jn["present"] = ns.ok();
+    if (ns && (n.kind == NodeKind::rack_switch || n.kind == NodeKind::spine)) jn["bgp"] = switch_status(reg, id, n, ns.value());
     if (ns) {
       auto nl = Netlink::open_in(ns.value().fd(), nsname);
       if (nl) {
@@ -412,6 +483,34 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
                           n["job"]["egress"].get<std::string>(), n["job"]["vip"].get<std::string>());
     out << fmt::format("{} ({}){}{}\n", n["name"].get<std::string>(), n["kind"].get<std::string>(), extra,
                        n["present"].get<bool>() ? "" : "  [namespace missing]");
+    if (n.contains("bgp")) {
+      const auto& b = n["bgp"];
+      size_t est = 0;
+      for (const auto& ss : b["sessions"]) est += ss["state"] == "established";
+      out << fmt::format("  bgp: {} sessions, {} established, {} announcements rejected{}{}\n", b["sessions"].size(), est,
+                         b.value("rejected", uint64_t{0}), b.value("stale", false) ? ", routes STALE (gobgpd lost)" : "",
+                         b.contains("error") ? ", " + b["error"].get<std::string>() : "");
+      for (const auto& ss : b["sessions"])
+        out << fmt::format("    {:<16} {:<16} AS {:<10} {:<11} received {} accepted {} rejected {}\n",
+                           ss["neighbor"].get<std::string>(), ss["description"].get<std::string>(),
+                           ss["peer_as"].get<uint32_t>(), ss["state"].get<std::string>(), ss["received"].get<uint64_t>(),
+                           ss["accepted"].get<uint64_t>(), ss["rejected"].get<uint64_t>());
+      if (b.contains("announced")) {
+        std::string a;
+        for (const auto& p : b["announced"]) a += " " + p.get<std::string>();
+        out << "  announced:" << (a.empty() ? " -" : a) << "\n";
+      }
+      if (b.contains("routes"))
+        for (const auto& [prefix, r] : b["routes"].items()) {
+          std::string m;
+          for (const auto& x : r["members"]) m += " " + x["ifname"].get<std::string>() + "(" + x["peer"].get<std::string>() + ")";
+          out << fmt::format("  group {:<22} ->{}\n", prefix, m);
+        }
+      std::string d;
+      for (const auto& x : b["daemons"])
+        d += fmt::format(" {} pid {} ({} restarts)", x["name"].get<std::string>(), x["pid"].get<int>(), x["restarts"].get<int>());
+      out << "  daemons:" << (d.empty() ? " none" : d) << fmt::format("; exits recorded: {}\n", b.value("daemon_exits", 0));
+    }
     if (!n.contains("interfaces")) continue;
     for (const auto& i : n["interfaces"]) {
       std::string addrs;
