@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "lanes/testbed/features.hpp"
@@ -302,13 +303,42 @@ nlohmann::json switch_status(const RunRegistry& reg, const std::string& id, cons
   auto r = run_capture(spec, std::chrono::seconds(3));
   nlohmann::json sessions = nlohmann::json::array();
   uint64_t rejected_total = 0;
+  auto gobgp_json = [&](std::vector<std::string> args) -> nlohmann::json {
+    ProcessSpec q{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(kGobgpApiPort)}};
+    q.argv.insert(q.argv.end(), args.begin(), args.end());
+    q.netns_fd = ns.fd();
+    q.new_session = false;
+    auto out = run_capture(q, std::chrono::seconds(3));
+    if (!out || out.value().status != 0 || out.value().out.find_first_not_of(" \n") == std::string::npos) return {};
+    try {
+      return nlohmann::json::parse(out.value().out);
+    } catch (const std::exception&) {
+      return {};
+    }
+  };
+  // paths in the RIB per source neighbor: what was accepted after import policy
+  std::map<std::string, std::set<std::string>> in_rib;  // neighbor → prefixes
+  for (const char* fam : {"ipv4", "ipv6"}) {
+    auto rib = gobgp_json({"global", "rib", "-j", "-a", fam});
+    if (rib.is_object())
+      for (const auto& [prefix, paths] : rib.items())
+        for (const auto& p : paths) in_rib[p.value("neighbor-ip", "")].insert(prefix);
+  }
   if (r && r.value().status == 0) {
     try {
       for (const auto& nb : nlohmann::json::parse(r.value().out)) {
+        std::string addr = nb["conf"].value("neighbor_address", "");
         uint64_t rx = 0, acc = 0;
-        for (const auto& af : nb.value("afi_safis", nlohmann::json::array())) {
-          rx += af["state"].value("received", uint64_t{0});
-          acc += af["state"].value("accepted", uint64_t{0});
+        // GoBGP's own "accepted" ignores global import policy: count the
+        // announcements in the neighbor's Adj-RIB-In that are not in the RIB
+        for (const char* fam : {"ipv4", "ipv6"}) {
+          auto adj = gobgp_json({"neighbor", addr, "adj-in", "-j", "-a", fam});
+          if (!adj.is_object()) continue;
+          for (const auto& [prefix, paths] : adj.items()) {
+            (void)paths;
+            ++rx;
+            acc += in_rib[addr].count(prefix);
+          }
         }
         uint64_t rej = rx > acc ? rx - acc : 0;
         rejected_total += rej;

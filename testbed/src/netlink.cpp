@@ -16,6 +16,7 @@
 #include <netlink/route/tc.h>
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 
 #include "lanes/testbed/log.hpp"
@@ -521,6 +522,37 @@ Result<std::vector<NexthopInfo>> Netlink::nexthops() {
   };
   if (auto st = dump(sock_.get(), RTM_GETNEXTHOP, sizeof(nhmsg), "listing nexthops in " + ns_, parse); !st)
     return st.error();
+  return out;
+}
+
+Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
+  std::map<uint16_t, uint32_t> buckets;
+  Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));
+  nhmsg nhm{};
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
+  nla_put_u32(msg.get(), NHA_ID, group);
+  std::string what = fmt::format("listing buckets of nexthop group {} in {}", group, ns_);
+  if (int err = nl_send_auto(sock_.get(), msg.get()); err < 0) return nl_error(err, what);
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
+    nlattr* tb[NHA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(nhmsg), tb, NHA_MAX, nullptr) < 0 || !tb[NHA_RES_BUCKET]) return;
+    nlattr* bt[NHA_RES_BUCKET_MAX + 1] = {};
+    if (nla_parse_nested(bt, NHA_RES_BUCKET_MAX, tb[NHA_RES_BUCKET], nullptr) < 0) return;
+    if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
+      buckets[nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
+  };
+  nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
+  auto trampoline = [](nl_msg* m, void* arg) -> int {
+    (*static_cast<decltype(parse)*>(arg))(nlmsg_hdr(m));
+    return NL_OK;
+  };
+  nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, trampoline, &parse);
+  int err = nl_recvmsgs(sock_.get(), cb);
+  nl_cb_put(cb);
+  if (err < 0) return nl_error(err, what);
+  std::vector<uint32_t> out;
+  for (auto& [i, id] : buckets) out.push_back(id);
   return out;
 }
 

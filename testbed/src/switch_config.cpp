@@ -92,10 +92,13 @@ std::string render_gobgp_config(const Topology& t, int node) {
     for (const auto& nb : neighbors) (nb.host ? all_hosts : fabric).push_back(nb.address);
     for (int h : rack->hosts) {
       const Node& host = t.nodes[h];
+      // a GoBGP prefix set holds one address family
       s += "[[defined-sets.prefix-sets]]\n";
-      s += fmt::format("  prefix-set-name = {}\n", q("task-" + host.name));
+      s += fmt::format("  prefix-set-name = {}\n", q("task4-" + host.name));
       s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
       s += fmt::format("    ip-prefix = {}\n", q(host.job->task_ip4.to_string() + "/32"));
+      s += "[[defined-sets.prefix-sets]]\n";
+      s += fmt::format("  prefix-set-name = {}\n", q("task6-" + host.name));
       s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
       s += fmt::format("    ip-prefix = {}\n", q(host.job->task_ip6.to_string() + "/128"));
       std::vector<std::string> sessions;
@@ -105,10 +108,11 @@ std::string render_gobgp_config(const Topology& t, int node) {
       s += fmt::format("  neighbor-set-name = {}\n  neighbor-info-list = {}\n", q("host-" + host.name),
                        list(sessions));
     }
-    s += "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"rack-more-specifics\"\n";
+    s += "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"rack-more-specifics4\"\n";
     s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
     s += fmt::format("    ip-prefix = {}\n    masklength-range = \"{}..32\"\n", q(rack->block4.to_string()),
                      rack->block4.prefix_length() + 1);
+    s += "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"rack-more-specifics6\"\n";
     s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
     s += fmt::format("    ip-prefix = {}\n    masklength-range = \"{}..128\"\n", q(rack->block6.to_string()),
                      rack->block6.prefix_length() + 1);
@@ -122,13 +126,15 @@ std::string render_gobgp_config(const Topology& t, int node) {
     s += "[[policy-definitions]]\n  name = \"lanes-ownership\"\n";
     for (int h : rack->hosts) {
       const Node& host = t.nodes[h];
-      s += "  [[policy-definitions.statements]]\n";
-      s += fmt::format("    name = {}\n", q("own-" + host.name));
-      s += "    [policy-definitions.statements.conditions.match-prefix-set]\n";
-      s += fmt::format("      prefix-set = {}\n", q("task-" + host.name));
-      s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n";
-      s += fmt::format("      neighbor-set = {}\n", q("host-" + host.name));
-      s += "    [policy-definitions.statements.actions]\n      route-disposition = \"accept-route\"\n";
+      for (const char* fam : {"4", "6"}) {
+        s += "  [[policy-definitions.statements]]\n";
+        s += fmt::format("    name = {}\n", q(fmt::format("own{}-{}", fam, host.name)));
+        s += "    [policy-definitions.statements.conditions.match-prefix-set]\n";
+        s += fmt::format("      prefix-set = {}\n", q(fmt::format("task{}-{}", fam, host.name)));
+        s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n";
+        s += fmt::format("      neighbor-set = {}\n", q("host-" + host.name));
+        s += "    [policy-definitions.statements.actions]\n      route-disposition = \"accept-route\"\n";
+      }
     }
     if (!all_hosts.empty()) {
       s += "  [[policy-definitions.statements]]\n    name = \"reject-other-host-routes\"\n";
@@ -137,10 +143,14 @@ std::string render_gobgp_config(const Topology& t, int node) {
     }
     s += "[[policy-definitions]]\n  name = \"lanes-containment\"\n";
     if (!fabric.empty()) {
-      s += "  [[policy-definitions.statements]]\n    name = \"no-task-routes-beyond-the-rack\"\n";
-      s += "    [policy-definitions.statements.conditions.match-prefix-set]\n      prefix-set = \"rack-more-specifics\"\n";
-      s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"fabric\"\n";
-      s += "    [policy-definitions.statements.actions]\n      route-disposition = \"reject-route\"\n";
+      for (const char* fam : {"4", "6"}) {
+        s += fmt::format("  [[policy-definitions.statements]]\n    name = \"no-task-routes-beyond-the-rack{}\"\n", fam);
+        s += fmt::format(
+            "    [policy-definitions.statements.conditions.match-prefix-set]\n      prefix-set = \"rack-more-specifics{}\"\n",
+            fam);
+        s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"fabric\"\n";
+        s += "    [policy-definitions.statements.actions]\n      route-disposition = \"reject-route\"\n";
+      }
     }
     if (!all_hosts.empty()) {
       s += "  [[policy-definitions.statements]]\n    name = \"nothing-to-injectors\"\n";

@@ -218,6 +218,16 @@ int run_supervisor(const std::string& run_id) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+  // gobgpd logs some configuration errors (a policy it cannot build) and
+  // runs on without that part: for lanes that is a failed start
+  for (auto& m : managed) {
+    std::ifstream in(m.spec.log_path);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.find("level=error") != std::string::npos || line.find("level=fatal") != std::string::npos)
+        return fail(fmt::format("gobgpd on {} reported a configuration error; see {}:\n  {}", m.node,
+                                m.spec.log_path, line));
+  }
   for (const auto& [node, netns] : ns) {
     auto f = switch_files(reg, run_id, node);
     Managed m;
@@ -282,9 +292,9 @@ int run_supervisor(const std::string& run_id) {
 }
 
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
-                                      std::chrono::seconds timeout) {
+                                      std::chrono::seconds timeout, const std::string& lanes_bin) {
   std::string log_path = reg.dir(run_id) + "/logs/supervisor.log";
-  ProcessSpec spec{"lanes supervisor", {self_dir() + "/lanes", "supervise", run_id}};
+  ProcessSpec spec{"lanes supervisor", {lanes_bin.empty() ? self_dir() + "/lanes" : lanes_bin, "supervise", run_id}};
   spec.log_path = log_path;
   auto d = Daemon::start(spec);
   if (!d) return d.error();

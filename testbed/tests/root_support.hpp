@@ -2,11 +2,13 @@
 // Fixtures for root-tier tests: a run built from a topology file, owned by
 // the test and torn down however the test ends.
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/switches.hpp"
 #include "lanes/testbed/testbed.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "support.hpp"
@@ -15,7 +17,9 @@ namespace lanes::test {
 
 class ScopedRun {
  public:
-  explicit ScopedRun(const std::string& topology_file) {
+  // WITH_SWITCHES: also start the run's supervisor (gobgpd and the FIB
+  // agent on every switch), as `lanes up` does.
+  explicit ScopedRun(const std::string& topology_file, bool with_switches = false) {
     require_root();
     // a registered, locked run: a concurrent `lanes clean` leaves it alone
     id_ = reg_.new_id();
@@ -34,10 +38,22 @@ class ScopedRun {
       throw tb.error();
     }
     tb_.emplace(std::move(tb).value());
+    if (with_switches) {
+      std::filesystem::copy_file(topology_file, reg_.dir(id_) + "/topology.xml");
+      auto fail = [&](const std::system_error& e) {
+        testbed::teardown_run(id_, daemons_);
+        (void)reg_.remove_dir(id_);
+        throw e;
+      };
+      if (auto w = testbed::write_switch_configs(tb_->topology(), reg_, id_); !w) fail(w.error());
+      auto sup = testbed::start_supervisor(reg_, id_, std::chrono::seconds(30), lanes_bin());
+      if (!sup) fail(sup.error());
+      daemons_.push_back(sup.value());
+    }
   }
   ~ScopedRun() {
     tb_.reset();
-    testbed::teardown_run(id_, {});
+    testbed::teardown_run(id_, daemons_);
     (void)reg_.remove_dir(id_);
   }
   ScopedRun(const ScopedRun&) = delete;
@@ -46,6 +62,7 @@ class ScopedRun {
   testbed::Testbed& tb() { return *tb_; }
   const testbed::Topology& topo() { return tb_->topology(); }
   const std::string& id() const { return id_; }
+  const testbed::RunRegistry& registry() const { return reg_; }
   int node(const std::string& name) { return topo().find_node(name); }
 
   // Runs ARGV inside NODE's namespace and returns its exit status.
@@ -65,6 +82,7 @@ class ScopedRun {
   std::string id_;
   std::optional<testbed::RunLock> lock_;
   std::optional<testbed::Testbed> tb_;
+  std::vector<testbed::DaemonRecord> daemons_;
 };
 
 }  // namespace lanes::test

@@ -142,7 +142,8 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(r1.find("ip-prefix = \"198.19.0.1/32\"") != std::string::npos);
   CHECK(r1.find("masklength-range = \"23..32\"") != std::string::npos);
   CHECK(r1.find("masklength-range = \"65..128\"") != std::string::npos);
-  CHECK(r1.find("name = \"no-task-routes-beyond-the-rack\"") != std::string::npos);
+  CHECK(r1.find("name = \"no-task-routes-beyond-the-rack4\"") != std::string::npos);
+  CHECK(r1.find("name = \"no-task-routes-beyond-the-rack6\"") != std::string::npos);
   CHECK(r1.find("max-prefixes = 4") != std::string::npos);
   CHECK(r1.find("passive-mode = true") != std::string::npos);
   auto nbs = switch_neighbors(t, t.find_node("r1-tor"));

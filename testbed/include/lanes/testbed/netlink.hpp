@@ -139,6 +139,8 @@ class Netlink {
                            int protocol = 4);
   Status delete_nexthop(uint32_t id);
   Result<std::vector<NexthopInfo>> nexthops();
+  // Bucket index → nexthop id of resilient group GROUP.
+  Result<std::vector<uint32_t>> nexthop_buckets(uint32_t group);
 
   // TBF at the root of INDEX's egress: RATE_BPS bits per second.
   Status set_tbf(int index, uint64_t rate_bps, const std::string& ifname);

@@ -44,8 +44,10 @@ int run_supervisor(const std::string& run_id);
 
 // Starts the supervisor for RUN_ID (detached) and waits until every gobgpd
 // answers, or fails with what went wrong and where its log is.
+// LANES_BIN is the lanes executable that runs `lanes supervise` (default:
+// the one beside the running program).
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
-                                      std::chrono::seconds timeout);
+                                      std::chrono::seconds timeout, const std::string& lanes_bin = "");
 
 // The directory of the running lanes binary (the agent lives beside it).
 std::string self_dir();

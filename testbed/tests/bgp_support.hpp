@@ -1,0 +1,126 @@
+#pragma once
+// Root-tier helpers for the switch tests: a stand-in announcer (one gobgpd
+// per host NIC in the host's namespace, as the VIP injector will be), and
+// readers of the switch's kernel groups.
+
+#include <sys/socket.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lanes/testbed/netlink.hpp"
+#include "root_support.hpp"
+
+namespace lanes::test {
+
+// Members (nexthop ids) of the group that PREFIX routes through, or {}.
+inline std::vector<uint32_t> group_members(testbed::Netlink& nl, const std::string& prefix, uint32_t* group = nullptr) {
+  int family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+  auto routes = nl.route_entries(family);
+  if (!routes) return {};
+  for (const auto& r : routes.value()) {
+    if (r.dst != prefix || r.nh_id == 0) continue;
+    auto nhs = nl.nexthops();
+    if (!nhs) return {};
+    for (const auto& n : nhs.value())
+      if (n.id == r.nh_id) {
+        if (group) *group = r.nh_id;
+        std::vector<uint32_t> m;
+        for (auto [id, w] : n.members) m.push_back(id);
+        return m;
+      }
+  }
+  return {};
+}
+
+// One gobgpd per NIC of HOST, each with a session from the job's NIC
+// address to the switch port, announcing PREFIXES (default: the host's own
+// task IPs). The host gets its job addresses on lo and a default route via
+// NIC 0, so it can answer what reaches it.
+class StandIn {
+ public:
+  StandIn(ScopedRun& run, const std::string& host, std::vector<std::string> prefixes = {})
+      : run_(run), host_(run.node(host)) {
+    const auto& t = run.topo();
+    const auto& h = t.nodes[host_];
+    if (prefixes.empty()) prefixes = {h.job->task_ip4.to_string() + "/32", h.job->task_ip6.to_string() + "/128"};
+    prefixes_ = prefixes;
+    auto& nl = run.tb().netlink(host_);
+    // addresses (EEXIST is fine: a second stand-in on the same host)
+    (void)nl.add_address(1, testbed::IfAddr4{h.job->task_ip4, 32}, "lo");
+    (void)nl.add_address(1, testbed::IfAddr6{h.job->task_ip6, 128}, "lo");
+    for (const auto& nic : h.nics) {
+      (void)nl.add_address(1, nic.job_addr4, "lo");
+      (void)nl.add_address(1, nic.job_addr6, "lo");
+    }
+    const auto& l0 = t.links[h.nics[0].link];
+    for (auto [fam, gw] : {std::pair{AF_INET, l0.a.addr4.addr.to_string()}, std::pair{AF_INET6, l0.a.addr6.addr.to_string()}}) {
+      testbed::Route r;
+      r.family = fam;
+      r.dst = "default";
+      r.nexthops.push_back({gw, run.tb().ifindex(host_, "nic0").value(), 1});
+      r.replace = true;
+      (void)nl.add_route(r);
+    }
+    static int next_port = 50100;
+    const auto& sw = t.nodes[t.racks[h.rack].switch_node];
+    for (const auto& nic : h.nics) {
+      const auto& l = t.links[nic.link];
+      int port = next_port++;
+      std::string dir = run.registry().dir(run.id());
+      std::string cfg = dir + "/standin-" + h.name + "-" + std::to_string(port) + ".toml";
+      std::ofstream(cfg) << "[global.config]\n  as = " << h.asn << "\n  router-id = \"" << nic.job_addr4.addr.to_string()
+                         << "\"\n  port = -1\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \""
+                         << l.a.addr4.addr.to_string() << "\"\n    peer-as = " << sw.asn
+                         << "\n  [neighbors.transport.config]\n    local-address = \"" << nic.job_addr4.addr.to_string()
+                         << "\"\n  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 3\n"
+                            "  [neighbors.timers.config]\n    hold-time = 9\n    keepalive-interval = 3\n"
+                            "    connect-retry = 1\n"
+                            "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n"
+                            "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv6-unicast\"\n";
+      testbed::ProcessSpec spec{"stand-in gobgpd",
+                                {"gobgpd", "-f", cfg, "-t", "toml", "-p", "--pprof-disable", "--api-hosts",
+                                 "127.0.0.1:" + std::to_string(port)}};
+      spec.netns_fd = run.tb().netns(host_).fd();
+      spec.log_path = dir + "/standin-" + h.name + "-" + std::to_string(port) + ".log";
+      auto d = testbed::Daemon::start(spec);
+      if (!d) throw d.error();
+      daemons_.push_back(std::move(d).value());
+      ports_.push_back(port);
+    }
+    for (size_t i = 0; i < ports_.size(); ++i) {
+      if (!eventually([&] { return gobgp(i, {"global"}) == 0; }, std::chrono::seconds(10)))
+        throw std::runtime_error("stand-in gobgpd did not start");
+      announce(i);
+    }
+  }
+  ~StandIn() {
+    for (auto& d : daemons_) (void)d.stop(std::chrono::milliseconds(2000));
+  }
+
+  int gobgp(size_t nic, std::vector<std::string> args) {
+    std::vector<std::string> argv = {"gobgp", "-p", std::to_string(ports_[nic])};
+    argv.insert(argv.end(), args.begin(), args.end());
+    testbed::ProcessSpec spec{"gobgp", argv};
+    spec.netns_fd = run_.tb().netns(host_).fd();
+    spec.new_session = false;
+    auto r = testbed::run_capture(spec, std::chrono::seconds(5));
+    return r ? r.value().status : -1;
+  }
+  void announce(size_t nic) {
+    for (const auto& p : prefixes_) gobgp(nic, {"global", "rib", "add", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
+  }
+  void withdraw(size_t nic) {
+    for (const auto& p : prefixes_) gobgp(nic, {"global", "rib", "del", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
+  }
+
+ private:
+  ScopedRun& run_;
+  int host_;
+  std::vector<std::string> prefixes_;
+  std::vector<testbed::Daemon> daemons_;
+  std::vector<int> ports_;
+};
+
+}  // namespace lanes::test

@@ -1,0 +1,322 @@
+// The emulated switches end to end: gobgpd, the FIB agent and the
+// supervisor against stand-in announcers in the hosts' namespaces.
+
+#include <signal.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bgp_support.hpp"
+#include "lanes/testbed/fib_agent.hpp"
+
+using namespace lanes::testbed;
+using lanes::test::eventually;
+using lanes::test::group_members;
+using lanes::test::ScopedRun;
+using lanes::test::StandIn;
+using lanes::test::topology;
+
+namespace {
+
+constexpr auto kBgpWait = std::chrono::seconds(40);  // gobgpd's first connect waits 5-10 s
+
+// An iperf3 server on NODE for one test.
+Daemon iperf_server(ScopedRun& run, const std::string& node, const std::string& bind, int port) {
+  ProcessSpec spec{"iperf3 -s", {"iperf3", "-s", "-B", bind, "-p", std::to_string(port)}};
+  spec.netns_fd = run.tb().netns(run.node(node)).fd();
+  spec.log_path = run.registry().dir(run.id()) + "/iperf-server.log";
+  auto d = Daemon::start(spec);
+  if (!d) throw d.error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  return std::move(d).value();
+}
+
+// iperf3 client on NODE; returns the parsed JSON result (status in "rc").
+nlohmann::json iperf_client(ScopedRun& run, const std::string& node, std::vector<std::string> args) {
+  std::vector<std::string> argv = {"iperf3", "-J"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessSpec spec{"iperf3 -c", argv};
+  spec.netns_fd = run.tb().netns(run.node(node)).fd();
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(120));
+  nlohmann::json j;
+  if (!r) return {{"rc", -1}};
+  try {
+    j = nlohmann::json::parse(r.value().out);
+  } catch (const std::exception&) {
+    j = nlohmann::json::object();
+  }
+  j["rc"] = r.value().status;
+  return j;
+}
+
+std::map<std::string, std::string> rib_nexthops(ScopedRun& run, const std::string& sw, const std::string& prefix) {
+  ProcessSpec spec{"gobgp", {"gobgp", "global", "rib", "-j", prefix}};
+  spec.netns_fd = run.tb().netns(run.node(sw)).fd();
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(5));
+  std::map<std::string, std::string> out;  // neighbor → next hop
+  if (!r || r.value().status != 0) return out;
+  try {
+    auto j = nlohmann::json::parse(r.value().out);  // items() must not outlive it
+    for (const auto& [p, paths] : j.items())
+      for (const auto& path : paths) out[path.value("neighbor-ip", "")] = p;
+  } catch (const std::exception&) {
+  }
+  return out;
+}
+
+pid_t daemon_pid(ScopedRun& run, const std::string& node, const std::string& name) {
+  std::ifstream in(supervisor_state_path(run.registry(), run.id()));
+  auto j = nlohmann::json::parse(in);
+  for (const auto& d : j["daemons"])
+    if (d["node"] == node && d["name"] == name) return d["pid"].get<pid_t>();
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("a task IP announced over four NICs gets four next hops and takes ping and TCP", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true);
+  StandIn h1(run, "h1");
+  auto& sw = run.tb().netlink(run.node("r1-tor"));
+  REQUIRE(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, kBgpWait));
+  REQUIRE(eventually([&] { return group_members(sw, "2001:2:0:100::1/128").size() == 4; }, kBgpWait));
+  auto nhs = sw.nexthops();
+  REQUIRE(nhs.ok());
+  uint32_t group = 0;
+  group_members(sw, "198.19.0.1/32", &group);
+  for (const auto& n : nhs.value())
+    if (n.id == group) {
+      CHECK(n.resilient);
+      CHECK(n.buckets == 128);
+    }
+  CHECK(run.run_in("storage", {"ping", "-c", "2", "-W", "2", "198.19.0.1"}) == 0);
+  CHECK(run.run_in("storage", {"ping", "-c", "2", "-W", "2", "2001:2:0:100::1"}) == 0);
+  auto server = iperf_server(run, "h1", "198.19.0.1", 5201);
+  auto res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5201", "-t", "2", "-P", "8"});
+  CHECK(res["rc"] == 0);
+  CHECK(res["end"]["sum_received"]["bytes"].get<double>() > 1e6);
+  // and the status shows the group
+  auto st = lanes::test::run_command("LANES_STATE_DIR=" + run.registry().base() + " " + lanes::test::lanes_bin() +
+                                     " status " + run.id());
+  CHECK(st.out.find("group 198.19.0.1/32") != std::string::npos);
+}
+
+TEST_CASE("a NIC failure moves only its own flows and its next hop returns with carrier", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true);
+  StandIn h1(run, "h1");
+  auto& sw = run.tb().netlink(run.node("r1-tor"));
+  REQUIRE(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, kBgpWait));
+  uint32_t group = 0;
+  group_members(sw, "198.19.0.1/32", &group);
+  auto before = sw.nexthop_buckets(group);
+  REQUIRE(before.ok());
+  REQUIRE(before.value().size() == 128);
+  int h1n = run.node("h1");
+  uint32_t nic2_nh = kNexthopIdBase + 2 * 2;  // swp3 is port index 2 in the agent's config (IPv4)
+
+  auto server = iperf_server(run, "h1", "198.19.0.1", 5202);
+  nlohmann::json res;
+  std::thread client([&] { res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5202", "-t", "6", "-P", "64"}); });
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  REQUIRE(run.tb().netlink(h1n).set_link_up(run.tb().ifindex(h1n, "nic2").value(), false, "nic2").ok());
+  CHECK(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 3; }));
+  auto after = sw.nexthop_buckets(group);
+  client.join();
+  REQUIRE(after.ok());
+  REQUIRE(after.value().size() == 128);
+  int kept = 0, moved = 0;
+  for (size_t b = 0; b < 128; ++b) {
+    if (before.value()[b] == nic2_nh) {
+      CHECK(after.value()[b] != nic2_nh);
+      ++moved;
+    } else {
+      CHECK(after.value()[b] == before.value()[b]);  // flows on healthy NICs keep their NIC
+      ++kept;
+    }
+  }
+  CHECK(moved > 0);
+  CHECK(kept > 0);
+  CHECK(res["rc"] == 0);  // no stream was reset
+  CHECK(res["end"]["sum_received"]["bytes"].get<double>() > 1e6);
+
+  REQUIRE(run.tb().netlink(h1n).set_link_up(run.tb().ifindex(h1n, "nic2").value(), true, "nic2").ok());
+  CHECK(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, std::chrono::seconds(10)));
+}
+
+TEST_CASE("no task route leaves the rack and cross-rack traffic follows the aggregate", "[root]") {
+  ScopedRun run(topology("two-racks.xml"), true);
+  StandIn a(run, "r1h1");
+  StandIn b(run, "r2h2");
+  auto& r1 = run.tb().netlink(run.node("r1-tor"));
+  auto& r2 = run.tb().netlink(run.node("r2-tor"));
+  REQUIRE(eventually([&] { return group_members(r1, "198.19.0.1/32").size() == 4; }, kBgpWait));
+  REQUIRE(eventually([&] { return group_members(r2, "198.19.4.2/32").size() == 4; }, kBgpWait));
+  auto& spine = run.tb().netlink(run.node("spine1"));
+  REQUIRE(eventually([&] { return group_members(spine, "198.19.4.0/22").size() == 1; }, kBgpWait));
+  // the spine's FIB: both aggregates, no /32 or /128 in the task pools
+  for (int fam : {AF_INET, AF_INET6}) {
+    auto routes = spine.route_entries(fam);
+    REQUIRE(routes.ok());
+    for (const auto& r : routes.value()) {
+      INFO(r.dst);
+      bool task = r.dst.rfind("198.19.", 0) == 0 || r.dst.rfind("2001:2:0:1", 0) == 0;
+      if (task) CHECK((r.dst.size() > 3 && (r.dst.substr(r.dst.size() - 3) == "/22" || r.dst.substr(r.dst.size() - 3) == "/64")));
+    }
+  }
+  CHECK(group_members(spine, "198.19.0.0/22").size() == 1);
+  CHECK(group_members(spine, "2001:2:0:100::/64").size() == 1);
+  CHECK(group_members(spine, "2001:2:0:101::/64").size() == 1);
+  // the spine's RIB has no task route either
+  CHECK(rib_nexthops(run, "spine1", "198.19.0.1/32").empty());
+  CHECK(rib_nexthops(run, "spine1", "198.19.4.2/32").empty());
+  CHECK(rib_nexthops(run, "spine1", "2001:2:0:100::1/128").empty());
+  // cross-rack: storage in rack 2 reaches the task IP in rack 1 and back
+  CHECK(run.run_in("storage2", {"ping", "-c", "2", "-W", "2", "198.19.0.1"}) == 0);
+  CHECK(run.run_in("storage2", {"ping", "-c", "2", "-W", "2", "2001:2:0:100::1"}) == 0);
+  CHECK(run.run_in("storage1", {"ping", "-c", "2", "-W", "2", "198.19.4.2"}) == 0);
+}
+
+TEST_CASE("a job announcing another job's task IP is rejected and the owner keeps its route", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true);
+  StandIn owner(run, "h1");
+  auto& sw = run.tb().netlink(run.node("r1-tor"));
+  REQUIRE(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, kBgpWait));
+  StandIn rogue(run, "h2", {"198.19.0.1/32", "2001:2:0:100::1/128"});
+  // the rogue's sessions come up and its announcements are counted as rejected
+  auto rejected = [&] {
+    auto st = lanes::test::run_command("LANES_STATE_DIR=" + run.registry().base() + " " + lanes::test::lanes_bin() +
+                                       " status " + run.id() + " --json");
+    try {
+      auto j = nlohmann::json::parse(st.out);
+      for (const auto& n : j["nodes"])
+        if (n["name"] == "r1-tor") return n["bgp"]["rejected"].get<uint64_t>();
+    } catch (const std::exception&) {
+    }
+    return uint64_t{0};
+  };
+  CHECK(eventually([&] { return rejected() >= 8; }, kBgpWait));  // 4 sessions x (v4 + v6)
+  // the RIB holds only the owner's four paths; the kernel group is the owner's
+  auto rib = rib_nexthops(run, "r1-tor", "198.19.0.1/32");
+  CHECK(rib.size() == 4);
+  for (const auto& [nb, _] : rib) CHECK(nb.rfind("198.19.1.", 0) == 0);
+  for (const auto& [nb, _] : rib) CHECK((nb == "198.19.1.0" || nb == "198.19.1.1" || nb == "198.19.1.2" || nb == "198.19.1.3"));
+  CHECK(group_members(sw, "198.19.0.1/32").size() == 4);
+  // traffic still reaches the owner: the reply comes from h1's task IP via h1's NICs
+  auto h1_rx = [&] {
+    auto links = run.tb().netlink(run.node("h1")).links();
+    uint64_t rx = 0;
+    for (const auto& l : links.value())
+      if (l.name.rfind("nic", 0) == 0) rx += l.rx_packets;
+    return rx;
+  };
+  uint64_t rx0 = h1_rx();
+  CHECK(run.run_in("storage", {"ping", "-c", "5", "-i", "0.2", "-W", "2", "198.19.0.1"}) == 0);
+  CHECK(h1_rx() - rx0 >= 5);
+}
+
+TEST_CASE("FIB agent killed during traffic is restarted and matches the RIB without disturbing flows", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true);
+  StandIn h1(run, "h1");
+  auto& sw = run.tb().netlink(run.node("r1-tor"));
+  REQUIRE(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, kBgpWait));
+  uint32_t group_before = 0;
+  group_members(sw, "198.19.0.1/32", &group_before);
+  auto buckets_before = sw.nexthop_buckets(group_before).value();
+  auto server = iperf_server(run, "h1", "198.19.0.1", 5203);
+  nlohmann::json res;
+  std::thread client([&] { res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5203", "-t", "5", "-P", "16"}); });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  pid_t agent = daemon_pid(run, "r1-tor", "fib-agent");
+  REQUIRE(agent > 0);
+  ::kill(agent, SIGKILL);
+  CHECK(eventually([&] { pid_t p = daemon_pid(run, "r1-tor", "fib-agent"); return p > 0 && p != agent; },
+                   std::chrono::seconds(10)));
+  // while the new agent starts, a path changes: it must catch up from the RIB
+  h1.withdraw(3);
+  CHECK(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 3; }, std::chrono::seconds(15)));
+  client.join();
+  CHECK(res["rc"] == 0);
+  uint32_t group_after = 0;
+  group_members(sw, "198.19.0.1/32", &group_after);
+  CHECK(group_after == group_before);  // the route was adopted, not rebuilt
+  auto buckets_after = sw.nexthop_buckets(group_after).value();
+  uint32_t nic3_nh = kNexthopIdBase + 3 * 2;
+  for (size_t b = 0; b < buckets_before.size(); ++b)
+    if (buckets_before[b] != nic3_nh) CHECK(buckets_after[b] == buckets_before[b]);
+  // kernel equals RIB: three paths, three members; IPv6 likewise
+  CHECK(rib_nexthops(run, "r1-tor", "198.19.0.1/32").size() == 3);
+  CHECK(group_members(sw, "2001:2:0:100::1/128").size() == 3);
+  auto events = read_events(run.registry(), run.id());
+  bool recorded = std::any_of(events.begin(), events.end(), [](const auto& e) {
+    return e.value("daemon", "") == "fib-agent" && e.value("event", "") == "exited";
+  });
+  CHECK(recorded);
+}
+
+TEST_CASE("gobgpd killed during an ingress transfer: groups stay until sessions return", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true);
+  StandIn h1(run, "h1");
+  auto& sw = run.tb().netlink(run.node("r1-tor"));
+  REQUIRE(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, kBgpWait));
+  uint32_t group_before = 0;
+  group_members(sw, "198.19.0.1/32", &group_before);
+  auto server = iperf_server(run, "h1", "198.19.0.1", 5204);
+  nlohmann::json res;
+  std::thread client([&] { res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5204", "-t", "20", "-P", "8"}); });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  pid_t gobgpd = daemon_pid(run, "r1-tor", "gobgpd");
+  REQUIRE(gobgpd > 0);
+  ::kill(gobgpd, SIGKILL);
+  // the groups stay while gobgpd is away and sessions come back
+  size_t min_members = 4;
+  bool back = eventually([&] {
+    min_members = std::min(min_members, group_members(sw, "198.19.0.1/32").size());
+    return rib_nexthops(run, "r1-tor", "198.19.0.1/32").size() == 4;
+  }, std::chrono::seconds(40), std::chrono::milliseconds(50));
+  CHECK(back);
+  CHECK(min_members == 4);
+  client.join();
+  CHECK(res["rc"] == 0);  // no connection failed
+  CHECK(res["end"]["sum_received"]["bytes"].get<double>() > 1e6);
+  // then kernel equals RIB
+  CHECK(group_members(sw, "198.19.0.1/32").size() == 4);
+  uint32_t group_after = 0;
+  group_members(sw, "198.19.0.1/32", &group_after);
+  CHECK(group_after == group_before);
+  auto events = read_events(run.registry(), run.id());
+  bool recorded = std::any_of(events.begin(), events.end(), [](const auto& e) {
+    return e.value("daemon", "") == "gobgpd" && e.value("event", "") == "exited";
+  });
+  CHECK(recorded);
+}
+
+TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root]") {
+  lanes::test::require_root();
+  RunRegistry reg;
+  std::string id = reg.new_id();
+  auto lock = reg.create(id);
+  REQUIRE(lock.ok());
+  auto topo = load_topology(topology("laptop.xml"));
+  auto tb = Testbed::build(topo, id);
+  REQUIRE(tb.ok());
+  std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
+  REQUIRE(write_switch_configs(topo, reg, id).ok());
+  // break it after the check, as a bad config would
+  std::ofstream(switch_files(reg, id, "r1-tor").gobgp_config) << "[global.config]\n  as = \"not a number\"\n";
+  auto t0 = std::chrono::steady_clock::now();
+  auto sup = start_supervisor(reg, id, std::chrono::seconds(30), lanes::test::lanes_bin());
+  auto took = std::chrono::steady_clock::now() - t0;
+  CHECK_FALSE(sup.ok());
+  if (!sup.ok()) {
+    std::string msg = sup.error().what();
+    INFO(msg);
+    CHECK(msg.find("r1-tor-gobgpd.log") != std::string::npos);
+  }
+  CHECK(took < std::chrono::seconds(25));
+  teardown_run(id, {});
+  (void)reg.remove_dir(id);
+}
