@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -319,4 +320,58 @@ TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs
   CHECK(took < std::chrono::seconds(25));
   teardown_run(id, {});
   (void)reg.remove_dir(id);
+}
+
+TEST_CASE("ADD-PATH mode: one session per host carries one path per NIC", "[root]") {
+  lanes::test::require_root();
+  auto file = std::filesystem::temp_directory_path() / ("lanes-addpath-" + std::to_string(::getpid()) + ".xml");
+  std::ofstream(file) << R"(<topology name="add-path"><rack name="r1">
+    <host name="h" count="1" nics="4"><job vip="add-path"/></host>
+    <server name="storage"/></rack></topology>)";
+  ScopedRun run(file.string(), true);
+  std::filesystem::remove(file);
+  const auto& t = run.topo();
+  const Node& h = t.nodes[run.node("h1")];
+  auto& hn = run.tb().netlink(run.node("h1"));
+  (void)hn.add_address(1, IfAddr4{h.job->task_ip4, 32}, "lo");
+  for (const auto& nic : h.nics) (void)hn.add_address(1, nic.job_addr4, "lo");
+  Route def;
+  def.family = AF_INET;
+  def.dst = "default";
+  def.nexthops.push_back({t.links[h.nics[0].link].a.addr4.addr.to_string(), run.tb().ifindex(run.node("h1"), "nic0").value(), 1});
+  REQUIRE(hn.add_route(def).ok());
+  // one gobgpd, one session from NIC 0, ADD-PATH send
+  std::string dir = run.registry().dir(run.id());
+  const auto& sw = t.nodes[t.racks[0].switch_node];
+  std::ofstream(dir + "/ap.toml") << "[global.config]\n  as = " << h.asn << "\n  router-id = \"" << h.nics[0].job_addr4.addr.to_string()
+                                  << "\"\n  port = -1\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \""
+                                  << t.links[h.nics[0].link].a.addr4.addr.to_string() << "\"\n    peer-as = " << sw.asn
+                                  << "\n  [neighbors.transport.config]\n    local-address = \"" << h.nics[0].job_addr4.addr.to_string()
+                                  << "\"\n  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 3\n"
+                                     "  [neighbors.timers.config]\n    connect-retry = 1\n"
+                                     "  [neighbors.add-paths.config]\n    send-max = 8\n"
+                                     "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n      afi-safi-name = \"ipv4-unicast\"\n"
+                                     "    [neighbors.afi-safis.add-paths.config]\n      send-max = 8\n";
+  ProcessSpec spec{"add-path gobgpd", {"gobgpd", "-f", dir + "/ap.toml", "-p", "--pprof-disable", "--api-hosts", "127.0.0.1:50090"}};
+  spec.netns_fd = run.tb().netns(run.node("h1")).fd();
+  spec.log_path = dir + "/ap.log";
+  auto d = Daemon::start(spec);
+  REQUIRE(d.ok());
+  auto gobgp = [&](std::vector<std::string> a) {
+    std::vector<std::string> argv = {"gobgp", "-p", "50090"};
+    argv.insert(argv.end(), a.begin(), a.end());
+    ProcessSpec s{"gobgp", argv};
+    s.netns_fd = spec.netns_fd;
+    s.new_session = false;
+    auto r = run_capture(s, std::chrono::seconds(5));
+    return r ? r.value().status : -1;
+  };
+  REQUIRE(eventually([&] { return gobgp({"global"}) == 0; }));
+  for (size_t i = 0; i < h.nics.size(); ++i)
+    CHECK(gobgp({"global", "rib", "add", "-a", "ipv4", h.job->task_ip4.to_string() + "/32", "nexthop",
+                 h.nics[i].job_addr4.addr.to_string(), "identifier", std::to_string(i + 1)}) == 0);
+  auto& swnl = run.tb().netlink(run.node("r1-tor"));
+  CHECK(eventually([&] { return group_members(swnl, h.job->task_ip4.to_string() + "/32").size() == 4; }, kBgpWait));
+  CHECK(run.run_in("storage", {"ping", "-c", "2", "-W", "2", h.job->task_ip4.to_string()}) == 0);
+  (void)d.value().stop();
 }
