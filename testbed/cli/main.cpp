@@ -1,5 +1,10 @@
 #include <iostream>
 
+#include "lanes/hostnet/hostnet.hpp"
 #include "lanes/testbed/cli.hpp"
+#include "lanes/testbed/deploy.hpp"
 
-int main(int argc, char** argv) { return lanes::testbed::run_cli(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  lanes::testbed::register_deployer("hostnet", lanes::hostnet::deploy_all);
+  return lanes::testbed::run_cli(argc, argv, std::cout, std::cerr);
+}

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/graph.hpp"
 #include "lanes/testbed/interrupt.hpp"
@@ -208,7 +209,9 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return kFailure;
   }
   std::chrono::microseconds switches_us{0};
-  if (has_switches(topo)) {
+  DeployContext ctx{tb.value(), reg, run_id, {}, self_dir(), {}};
+  if (have_deployers()) ctx.features = probe_kernel_features();
+  if (have_deployers() || has_switches(topo)) {
     auto t0 = std::chrono::steady_clock::now();
     auto rollback = [&](const std::string& why) {
       err << "lanes up: " << why << "\n";
@@ -223,6 +226,8 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
       (void)reg.remove_dir(run_id);
       return kFailure;
     };
+    if (auto st = run_deployers(ctx); !st) return rollback(st.error().what());
+    if (auto st = write_daemon_requests(reg, run_id, ctx.daemons); !st) return rollback(st.error().what());
     if (auto st = write_switch_configs(topo, reg, run_id); !st) return rollback(st.error().what());
     auto sup = start_supervisor(reg, run_id, std::chrono::seconds(30));
     if (!sup) return rollback(sup.error().what());

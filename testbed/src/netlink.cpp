@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <linux/if.h>
+#include <linux/fib_rules.h>
 #include <linux/if_link.h>
 #include <linux/nexthop.h>
 #include <linux/pkt_sched.h>
@@ -217,6 +218,8 @@ Result<std::vector<LinkInfo>> Netlink::links() {
     li.admin_up = rtnl_link_get_flags(l) & IFF_UP;
     li.carrier = rtnl_link_get_carrier(l) != 0;
     li.mtu = static_cast<int>(rtnl_link_get_mtu(l));
+    if (nl_addr* a = rtnl_link_get_addr(l); a && nl_addr_get_len(a) == 6)
+      std::memcpy(li.mac.data(), nl_addr_get_binary_addr(a), 6);
     li.rx_bytes = rtnl_link_get_stat(l, RTNL_LINK_RX_BYTES);
     li.tx_bytes = rtnl_link_get_stat(l, RTNL_LINK_TX_BYTES);
     li.rx_packets = rtnl_link_get_stat(l, RTNL_LINK_RX_PACKETS);
@@ -304,6 +307,11 @@ Result<Msg> route_msg(const Route& r, int type, int flags, const std::string& ns
   if (dst) nla_put_addr(msg.get(), RTA_DST, dst->get());
   if (r.table >= 256) nla_put_u32(msg.get(), RTA_TABLE, r.table);
   if (r.metric) nla_put_u32(msg.get(), RTA_PRIORITY, r.metric);
+  if (!r.prefsrc.empty()) {
+    auto src = parse_addr(r.prefsrc, r.family);
+    if (!src) return src.error();
+    nla_put_addr(msg.get(), RTA_PREFSRC, src.value().get());
+  }
   if (r.blackhole) {
     // no next hop
   } else if (r.nh_id) {
@@ -344,6 +352,29 @@ Status Netlink::add_route(const Route& r) {
   if (!m) return m.error();
   log::debug("{}: add route {} ({} next hops, nh id {})", ns_, r.dst, r.nexthops.size(), r.nh_id);
   return send_raw(m.value().release(), "adding route " + r.dst + " in " + ns_);
+}
+
+Status Netlink::add_rule(const Rule& r) {
+  std::string what = fmt::format("adding rule from '{}' iif '{}' table {} in {}", r.src, r.iif, r.table, ns_);
+  Msg msg(nlmsg_alloc_simple(RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  fib_rule_hdr frh{};
+  frh.family = static_cast<unsigned char>(r.family);
+  frh.action = FR_ACT_TO_TBL;
+  frh.table = r.table < 256 ? static_cast<unsigned char>(r.table) : 0;
+  std::optional<NlPtr<nl_addr, nladdr_put>> src;
+  if (!r.src.empty()) {
+    auto a = parse_addr(r.src, r.family);
+    if (!a) return a.error();
+    frh.src_len = static_cast<unsigned char>(nl_addr_get_prefixlen(a.value().get()));
+    src.emplace(std::move(a).value());
+  }
+  if (nlmsg_append(msg.get(), &frh, sizeof frh, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  if (src) nla_put_addr(msg.get(), FRA_SRC, src->get());
+  if (!r.iif.empty()) nla_put_string(msg.get(), FRA_IIFNAME, r.iif.c_str());
+  nla_put_u32(msg.get(), FRA_TABLE, r.table);
+  if (r.priority) nla_put_u32(msg.get(), FRA_PRIORITY, r.priority);
+  log::debug("{}: add rule from '{}' iif '{}' table {}", ns_, r.src, r.iif, r.table);
+  return send_raw(msg.release(), what);
 }
 
 Status Netlink::delete_route(const Route& r) {

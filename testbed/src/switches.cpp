@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/process.hpp"
@@ -241,6 +242,48 @@ int run_supervisor(const std::string& run_id) {
     m.daemon = std::move(d).value();
     append_event(reg, run_id, {{"node", node}, {"daemon", "fib-agent"}, {"event", "started"}, {"pid", m.daemon.pid()}});
     managed.push_back(std::move(m));
+  }
+  // daemons the deployers asked for (host agents, injectors)
+  std::map<std::string, Netns> other_ns;
+  std::vector<std::pair<size_t, std::string>> awaiting;  // managed index, ready file
+  for (const auto& r : read_daemon_requests(reg, run_id)) {
+    if (!other_ns.count(r.netns)) {
+      auto o = Netns::open(r.netns);
+      if (!o) return fail(o.error().what());
+      other_ns.emplace(r.netns, std::move(o).value());
+    }
+    Managed m;
+    m.node = r.node;
+    m.name = r.name;
+    m.spec = {r.name + " on " + r.node, r.argv};
+    m.spec.netns_fd = other_ns.at(r.netns).fd();
+    m.spec.log_path = reg.dir(run_id) + "/logs/" + r.node + "-" + r.name + ".log";
+    auto d = Daemon::start(m.spec);
+    if (!d) return fail(d.error().what());
+    m.daemon = std::move(d).value();
+    append_event(reg, run_id, {{"node", r.node}, {"daemon", r.name}, {"event", "started"}, {"pid", m.daemon.pid()}});
+    managed.push_back(std::move(m));
+    if (!r.ready_file.empty()) awaiting.emplace_back(managed.size() - 1, r.ready_file);
+  }
+  publish();
+  auto ready_deadline = Clock::now() + std::chrono::seconds(20);
+  for (auto& [i, file] : awaiting) {
+    for (;;) {
+      bool ready = false;
+      try {
+        std::ifstream in(file);
+        if (in) ready = nlohmann::json::parse(in).value("ready", false);
+      } catch (const std::exception&) {
+      }
+      if (ready) break;
+      auto& m = managed[i];
+      if (!m.daemon.running())
+        return fail(fmt::format("{} exited with status {} before it was ready; see {}:\n{}", m.spec.name,
+                                m.daemon.exit_status().value_or(-1), m.spec.log_path, tail_of(m.spec.log_path, 5)));
+      if (Clock::now() > ready_deadline || g_stop)
+        return fail(fmt::format("{} was not ready within 20 s; see {}", m.spec.name, m.spec.log_path));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   sup["ready"] = true;
   publish();

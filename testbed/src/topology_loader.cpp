@@ -40,6 +40,8 @@ constexpr const char* kLoopback4 = "198.18.0.0/22";
 constexpr const char* kLoopback6 = "2001:2:0:1::/64";
 constexpr const char* kInfra4 = "198.18.128.0/17";
 constexpr const char* kInfra6 = "2001:2:0:2::/64";
+constexpr const char* kHostlink4 = "198.18.64.0/18";
+constexpr const char* kHostlink6 = "2001:2:0:3::/64";
 constexpr const char* kTask4 = "198.19.0.0/16";
 constexpr const char* kTask6 = "2001:2:0:100::/56";
 
@@ -219,6 +221,8 @@ Topology Loader::load() {
   topo_.pools.loopback6 = *parse_net6(kLoopback6);
   topo_.pools.infra4 = *parse_net4(kInfra4);
   topo_.pools.infra6 = *parse_net6(kInfra6);
+  topo_.pools.hostlink4 = *parse_net4(kHostlink4);
+  topo_.pools.hostlink6 = *parse_net6(kHostlink6);
   topo_.pools.task4 = *parse_net4(kTask4);
   topo_.pools.task6 = *parse_net6(kTask6);
   auto addressing = root.children("addressing");
@@ -254,8 +258,8 @@ Topology Loader::load() {
 }
 
 void Loader::load_addressing(const pugi::xml_node& n) {
-  check_shape(n, {"loopback4", "loopback6", "infra4", "infra6", "task4", "task6", "rack-block4",
-                  "rack-block6"},
+  check_shape(n, {"loopback4", "loopback6", "infra4", "infra6", "hostlink4", "hostlink6", "task4", "task6",
+                  "rack-block4", "rack-block6"},
               {});
   auto& p = topo_.pools;
   auto r4 = benchmark_range4();
@@ -264,15 +268,23 @@ void Loader::load_addressing(const pugi::xml_node& n) {
   get_net(n, "loopback6", parse_net6, r6, p.loopback6);
   get_net(n, "infra4", parse_net4, r4, p.infra4);
   get_net(n, "infra6", parse_net6, r6, p.infra6);
+  get_net(n, "hostlink4", parse_net4, r4, p.hostlink4);
+  get_net(n, "hostlink6", parse_net6, r6, p.hostlink6);
   get_net(n, "task4", parse_net4, r4, p.task4);
   get_net(n, "task6", parse_net6, r6, p.task6);
   long long len = 0;
   if (get_int(n, "rack-block4", 16, 28, len)) p.rack_block4_len = static_cast<int>(len);
   if (get_int(n, "rack-block6", 56, 120, len)) p.rack_block6_len = static_cast<int>(len);
-  if (overlaps(p.loopback4, p.infra4) || overlaps(p.loopback4, p.task4) || overlaps(p.infra4, p.task4))
-    problem(n, "<addressing>: the IPv4 pools loopback4, infra4 and task4 must not overlap");
-  if (overlaps(p.loopback6, p.infra6) || overlaps(p.loopback6, p.task6) || overlaps(p.infra6, p.task6))
-    problem(n, "<addressing>: the IPv6 pools loopback6, infra6 and task6 must not overlap");
+  std::vector<Net4> v4 = {p.loopback4, p.infra4, p.hostlink4, p.task4};
+  std::vector<Net6> v6 = {p.loopback6, p.infra6, p.hostlink6, p.task6};
+  bool o4 = false, o6 = false;
+  for (size_t i = 0; i < v4.size(); ++i)
+    for (size_t j = i + 1; j < v4.size(); ++j) {
+      o4 = o4 || overlaps(v4[i], v4[j]);
+      o6 = o6 || overlaps(v6[i], v6[j]);
+    }
+  if (o4) problem(n, "<addressing>: the IPv4 pools loopback4, infra4, hostlink4 and task4 must not overlap");
+  if (o6) problem(n, "<addressing>: the IPv6 pools loopback6, infra6, hostlink6 and task6 must not overlap");
   if (p.rack_block4_len < p.task4.prefix_length())
     problem(n, "<addressing>: rack-block4 /{} is larger than task4 {}", p.rack_block4_len,
             p.task4.to_string());
@@ -600,6 +612,22 @@ void Loader::assign_addresses() {
     n.router_id = nth(p.loopback4, rid);
     n.loopback6 = nth(p.loopback6, rid);
     ++rid;
+  }
+  // host <-> container links, one /31 and /127 per host NIC
+  uint64_t nic_ordinal = 0;
+  for (auto& n : topo_.nodes) {
+    for (auto& nic : n.nics) {
+      if (2 * nic_ordinal + 1 >= size_of(p.hostlink4)) {
+        problems_.push_back(fmt::format("{}:1: hostlink4 {} is too small for every host NIC", file_,
+                                        p.hostlink4.to_string()));
+        return;
+      }
+      nic.host_side4 = {nth(p.hostlink4, 2 * nic_ordinal), 31};
+      nic.cont_side4 = {nth(p.hostlink4, 2 * nic_ordinal + 1), 31};
+      nic.host_side6 = {nth(p.hostlink6, 2 * nic_ordinal), 127};
+      nic.cont_side6 = {nth(p.hostlink6, 2 * nic_ordinal + 1), 127};
+      ++nic_ordinal;
+    }
   }
   // rack blocks
   uint64_t n_blocks4 = uint64_t{1} << (p.rack_block4_len - p.task4.prefix_length());

@@ -61,6 +61,9 @@ struct Nic {
   int link = -1;    // index into Topology::links
   IfAddr4 job_addr4; // the container's address for this NIC (inside the rack block)
   IfAddr6 job_addr6;
+  // the host <-> container link for this NIC (/31, /127 from the hostlink pools)
+  IfAddr4 host_side4, cont_side4;
+  IfAddr6 host_side6, cont_side6;
 };
 
 struct Job {
@@ -108,6 +111,8 @@ struct AddressPools {
   Net6 loopback6;
   Net4 infra4;     // /31 point-to-point links
   Net6 infra6;     // /127 point-to-point links
+  Net4 hostlink4;  // /31 host <-> container links, one per host NIC
+  Net6 hostlink6;
   Net4 task4;      // carved into one block per rack
   Net6 task6;
   int rack_block4_len = 22;

@@ -4,6 +4,7 @@
 // needs entering it once its socket exists.
 
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct LinkInfo {
   bool admin_up = false;
   bool carrier = false;
   int mtu = 0;
+  std::array<uint8_t, 6> mac{};
   uint64_t rx_bytes = 0, tx_bytes = 0, rx_packets = 0, tx_packets = 0;
   uint64_t rx_dropped = 0, tx_dropped = 0;
 };
@@ -75,6 +77,16 @@ struct Route {
   int protocol = 4;     // RTPROT_STATIC; the FIB agent uses RTPROT_BGP
   bool blackhole = false;
   bool replace = false; // replace an existing route to DST instead of failing
+  std::string prefsrc;  // preferred source address
+};
+
+// A policy routing rule: packets from SRC (or arriving on IIF) use TABLE.
+struct Rule {
+  int family = 0;
+  std::string src;      // "198.19.1.0/32", or ""
+  std::string iif;      // input interface name, or ""
+  uint32_t table = 0;
+  uint32_t priority = 0;
 };
 
 // A route as the kernel reports it (main table).
@@ -128,6 +140,7 @@ class Netlink {
   Result<std::vector<AddrInfo>> addresses();
 
   Status add_route(const Route& r);
+  Status add_rule(const Rule& r);
   Status delete_route(const Route& r);
   Result<std::vector<std::string>> routes(int family);  // "dst via gw dev ifindex" lines
   Result<std::vector<RouteEntry>> route_entries(int family);

@@ -1,0 +1,276 @@
+// lanes-host-agent: runs in a host's namespace. Loads and attaches the BPF
+// datapath in the bpf egress modes, follows the NICs' carrier (a NIC that
+// goes down takes its container link down and out of the BPF program's
+// choices; when it returns, so does the link and its next hops), and writes
+// per-NIC counters to its state file. Started and supervised by lanes.
+//
+// usage: lanes-host-agent --config FILE --state FILE [--log-level L]
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "lanes/hostnet/datapath.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
+
+using namespace lanes::testbed;
+using namespace lanes::hostnet;
+namespace lg = lanes::log;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_term(int) { g_stop = true; }
+
+struct NicState {
+  int index = 0;
+  std::string ifname, jnic, eth;
+  int numa = 0;
+  std::string gw4, gw6, job4, job6, host_side4, host_side6;
+  int nic_idx = 0, jnic_idx = 0, eth_idx = 0;
+  bool up = true;
+};
+
+void write_state(const std::string& path, const nlohmann::json& j) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream o(tmp, std::ios::trunc);
+    o << j.dump(2) << "\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string config_path, state_path;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--config" && i + 1 < argc) config_path = argv[++i];
+    else if (a == "--state" && i + 1 < argc) state_path = argv[++i];
+    else if (a == "--log-level" && i + 1 < argc) {
+      lg::Level l;
+      if (!lg::parse_level(argv[++i], l)) return 2;
+      lg::set_level(l);
+    } else if (a == "--help" || a == "-h") {
+      std::cout << "usage: lanes-host-agent --config FILE --state FILE [--log-level L]\n";
+      return 0;
+    } else {
+      std::cerr << "lanes-host-agent: unknown argument " << a << "\n";
+      return 2;
+    }
+  }
+  if (config_path.empty() || state_path.empty()) {
+    std::cerr << "usage: lanes-host-agent --config FILE --state FILE\n";
+    return 2;
+  }
+  nlohmann::json cfg;
+  try {
+    std::ifstream in(config_path);
+    cfg = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    std::cerr << "lanes-host-agent: " << config_path << ": " << e.what() << "\n";
+    return 2;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_term;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  std::string host = cfg.value("host", "");
+  std::string mode = cfg.value("mode", "ecmp");
+  bool bpf = mode == "bpf" || mode == "bpf-numa";
+  auto hnl_r = Netlink::open_here(host);
+  if (!hnl_r) {
+    lg::error("{}", hnl_r.error().what());
+    return 1;
+  }
+  Netlink& hnl = hnl_r.value();
+  std::string cns_name = cfg.value("container_netns", "");
+  auto cns = Netns::open(cns_name);
+  if (!cns) {
+    lg::error("{}", cns.error().what());
+    return 1;
+  }
+  auto cnl_r = Netlink::open_in(cns.value().fd(), cns_name);
+  if (!cnl_r) {
+    lg::error("{}", cnl_r.error().what());
+    return 1;
+  }
+  Netlink& cnl = cnl_r.value();
+
+  std::vector<NicState> nics;
+  auto hlinks = hnl.links();
+  auto clinks = cnl.links();
+  if (!hlinks || !clinks) {
+    lg::error("listing links failed");
+    return 1;
+  }
+  auto find = [](const std::vector<LinkInfo>& v, const std::string& n) -> const LinkInfo* {
+    for (const auto& l : v)
+      if (l.name == n) return &l;
+    return nullptr;
+  };
+  DatapathConfig dc;
+  dc.mode = mode == "bpf-numa" ? LANES_MODE_BPF_NUMA : LANES_MODE_BPF;
+  dc.task4 = cfg.value("task4", "");
+  dc.task6 = cfg.value("task6", "");
+  dc.cpu_node = cpu_to_node(2);
+  for (const auto& n : cfg["nics"]) {
+    NicState s;
+    s.index = n.value("index", 0);
+    s.ifname = n.value("ifname", "");
+    s.jnic = n.value("jnic", "");
+    s.eth = n.value("eth", "");
+    s.numa = n.value("numa", 0);
+    s.gw4 = n.value("gw4", "");
+    s.gw6 = n.value("gw6", "");
+    s.job4 = n.value("job4", "");
+    s.job6 = n.value("job6", "");
+    s.host_side4 = n.value("host_side4", "");
+    s.host_side6 = n.value("host_side6", "");
+    const LinkInfo* nl = find(hlinks.value(), s.ifname);
+    const LinkInfo* jl = find(hlinks.value(), s.jnic);
+    const LinkInfo* el = find(clinks.value(), s.eth);
+    if (!nl || !jl || !el) {
+      lg::error("{}: NIC {} or its container link is missing", host, s.ifname);
+      return 1;
+    }
+    s.nic_idx = nl->index;
+    s.jnic_idx = jl->index;
+    s.eth_idx = el->index;
+    s.up = nl->admin_up && nl->carrier;
+    dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6});
+    dc.container_ifindex.push_back(s.jnic_idx);
+    dc.container_mac.push_back(el->mac);
+    dc.host_mac.push_back(jl->mac);
+    nics.push_back(s);
+  }
+
+  std::optional<Datapath> dp;
+  if (bpf) {
+    auto d = Datapath::open_and_load();
+    if (!d) {
+      lg::error("{}: {}", host, d.error().what());
+      return 1;
+    }
+    dp.emplace(std::move(d).value());
+    if (auto st = dp->configure(dc); !st) {
+      lg::error("{}: {}", host, st.error().what());
+      return 1;
+    }
+    for (const auto& s : nics) {
+      if (auto st = dp->attach_egress(s.jnic_idx); !st) {
+        lg::error("{}: {}", host, st.error().what());
+        return 1;
+      }
+      if (auto st = dp->attach_ingress(s.nic_idx); !st) {
+        lg::error("{}: {}", host, st.error().what());
+        return 1;
+      }
+    }
+    lg::info("{}: BPF datapath attached on {} NICs ({})", host, nics.size(), mode);
+  }
+
+  // a NIC's state reaches its container link, the container's group and the datapath
+  auto apply = [&](NicState& s, bool up) {
+    s.up = up;
+    if (dp) (void)dp->set_nic_up(s.index, up);
+    if (auto st = hnl.set_link_up(s.jnic_idx, up, s.jnic); !st) lg::warn("{}", st.error().what());
+    if (up && mode != "single") {
+      // the kernel dropped the container's next hops with the link; restore them
+      (void)cnl.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side4, true);
+      (void)cnl.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side6, true);
+      std::vector<std::pair<uint32_t, uint16_t>> m4, m6;
+      for (const auto& o : nics)
+        if (o.up) {
+          m4.emplace_back(1 + static_cast<uint32_t>(o.index), 1);
+          m6.emplace_back(101 + static_cast<uint32_t>(o.index), 1);
+        }
+      ResilientParams rp;
+      rp.buckets = 64;
+      rp.idle_timer_s = 60;
+      if (auto st = cnl.add_nexthop_group(1000, m4, rp, true); !st) lg::warn("{}", st.error().what());
+      if (auto st = cnl.add_nexthop_group(1001, m6, rp, true); !st) lg::warn("{}", st.error().what());
+    }
+    lg::info("{}: {} {}", host, s.ifname, up ? "up: back in use" : "down: out of use");
+  };
+  for (auto& s : nics)
+    if (!s.up) apply(s, false);
+
+  Fd self_ns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  auto mon = LinkMonitor::open_in(self_ns.get(), host);
+  if (!mon) {
+    lg::error("{}", mon.error().what());
+    return 1;
+  }
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = mon.value().fd();
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, mon.value().fd(), &ev);
+
+  auto publish = [&] {
+    nlohmann::json out = {{"ready", true}, {"host", host}, {"mode", mode}};
+    auto links = hnl.links();
+    std::vector<lanes_nic_stats> st;
+    std::vector<uint64_t> flows;
+    if (dp) {
+      if (auto s = dp->stats(static_cast<int>(nics.size()))) st = s.value();
+      if (auto f = dp->flows_per_nic(static_cast<int>(nics.size()))) flows = f.value();
+    }
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& s : nics) {
+      nlohmann::json j = {{"index", s.index}, {"ifname", s.ifname}, {"up", s.up}, {"numa", s.numa}};
+      if (links)
+        for (const auto& l : links.value())
+          if (l.name == s.ifname) {
+            j["tx_bytes"] = l.tx_bytes;
+            j["rx_bytes"] = l.rx_bytes;
+            j["tx_packets"] = l.tx_packets;
+            j["rx_packets"] = l.rx_packets;
+          }
+      if (static_cast<size_t>(s.index) < st.size()) {
+        const auto& x = st[static_cast<size_t>(s.index)];
+        j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},   {"rx_packets", x.rx_packets},
+                    {"rx_bytes", x.rx_bytes},     {"flows_active", x.flows_active}, {"flows_total", x.flows_total},
+                    {"moved", x.moved}};
+      }
+      if (static_cast<size_t>(s.index) < flows.size()) j["flows"] = flows[static_cast<size_t>(s.index)];
+      arr.push_back(j);
+    }
+    out["nics"] = arr;
+    write_state(state_path, out);
+  };
+  publish();
+  lg::info("{}: host agent ready ({} NICs, egress {})", host, nics.size(), mode);
+
+  while (!g_stop) {
+    epoll_event evs[4];
+    int n = ::epoll_wait(ep, evs, 4, 1000);
+    if (n > 0) {
+      auto events = mon.value().read_events();
+      if (events)
+        for (const auto& e : events.value())
+          for (auto& s : nics)
+            if (e.name == s.ifname && !e.deleted) {
+              bool up = e.admin_up && e.carrier;
+              if (up != s.up) apply(s, up);
+            }
+    }
+    publish();
+  }
+  lg::info("{}: stopping; the datapath stays attached", host);
+  return 0;
+}

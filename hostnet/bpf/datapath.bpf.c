@@ -1,0 +1,253 @@
+// lanes' host datapath: the eBPF fast path between a job container and the
+// host's physical NICs.
+//
+// lanes_egress  — tc ingress of the host side of every container link: picks
+//                 a NIC for each new flow (sticky through an LRU flow table,
+//                 the NIC with the fewest active flows, optionally on the
+//                 sending CPU's NUMA node) and redirects the packet straight
+//                 out of that NIC with bpf_redirect_neigh, bypassing the
+//                 host's routing.
+// lanes_ingress — tc ingress of every physical NIC: packets for the job's
+//                 addresses go straight into the container with
+//                 bpf_redirect_peer.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "hostnet_abi.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
+  __uint(max_entries, LANES_FLOW_ENTRIES);
+  __type(key, struct lanes_flow_key);
+  __type(value, struct lanes_flow);
+} flows SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, LANES_MAX_NICS);
+  __type(key, __u32);
+  __type(value, struct lanes_nic);
+} nics SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, LANES_MAX_NICS);
+  __type(key, __u32);
+  __type(value, struct lanes_nic_stats);
+} nic_stats SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct lanes_config);
+} config SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, LANES_MAX_CPUS);
+  __type(key, __u32);
+  __type(value, __u32);
+} cpu_node SEC(".maps");
+
+struct parsed {
+  struct lanes_flow_key key;
+  __u8 fin_or_rst;
+};
+
+static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
+  void *data = (void *)(long)skb->data;
+  void *end = (void *)(long)skb->data_end;
+  struct ethhdr *eth = data;
+  void *l4;
+  if ((void *)(eth + 1) > end) return -1;
+  if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+    struct iphdr *ip = (void *)(eth + 1);
+    if ((void *)(ip + 1) > end) return -1;
+    p->key.family = 4;
+    p->key.proto = ip->protocol;
+    p->key.saddr[0] = ip->saddr;
+    p->key.daddr[0] = ip->daddr;
+    if (ip->frag_off & bpf_htons(0x3fff)) return 0;  // fragments: addresses only
+    l4 = (void *)ip + ip->ihl * 4;
+  } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+    struct ipv6hdr *ip6 = (void *)(eth + 1);
+    if ((void *)(ip6 + 1) > end) return -1;
+    p->key.family = 6;
+    p->key.proto = ip6->nexthdr;
+    __builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
+    __builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
+    l4 = (void *)(ip6 + 1);
+  } else {
+    return -1;  // ARP and the rest: the host's stack handles them
+  }
+  if (p->key.proto == IPPROTO_TCP) {
+    struct tcphdr *th = l4;
+    if ((void *)(th + 1) > end) return 0;
+    p->key.sport = th->source;
+    p->key.dport = th->dest;
+    p->fin_or_rst = th->fin || th->rst;
+  } else if (p->key.proto == IPPROTO_UDP) {
+    struct udphdr *uh = l4;
+    if ((void *)(uh + 1) > end) return 0;
+    p->key.sport = uh->source;
+    p->key.dport = uh->dest;
+  }
+  return 0;
+}
+
+static __always_inline int same_addr(const struct lanes_flow_key *k, const __u32 *a4, const __u32 *a6, int src) {
+  const __u32 *x = src ? k->saddr : k->daddr;
+  if (k->family == 4) return x[0] == *a4 && *a4 != 0;
+  return x[0] == a6[0] && x[1] == a6[1] && x[2] == a6[2] && x[3] == a6[3] && (a6[0] | a6[3]) != 0;
+}
+
+// The NIC for a new (or stranded) flow: the NIC the flow's source address
+// belongs to, else the up NIC with the fewest active flows (then bytes),
+// preferring the CPU's NUMA node in bpf-numa mode. -1 if no NIC is up.
+static __always_inline int pick_nic(const struct lanes_config *cfg, const struct lanes_flow_key *key) {
+  __u32 n = cfg->n_nics;
+  __u32 cpu = bpf_get_smp_processor_id();
+  __u32 *node = bpf_map_lookup_elem(&cpu_node, &cpu);
+  __u32 want_node = node ? *node : 0;
+  int best = -1, best_local = -1;
+  __u64 best_flows = ~0ULL, best_bytes = ~0ULL, local_flows = ~0ULL, local_bytes = ~0ULL;
+  for (__u32 i = 0; i < LANES_MAX_NICS; i++) {
+    if (i >= n) break;
+    __u32 idx = i;
+    struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &idx);
+    struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &idx);
+    if (!nic || !st || !nic->up) continue;
+    if (same_addr(key, &nic->job4, nic->job6, 1)) return i;  // bound to this NIC's address
+    __u64 f = st->flows_active, b = st->tx_bytes;
+    if (f < best_flows || (f == best_flows && b < best_bytes)) {
+      best = i;
+      best_flows = f;
+      best_bytes = b;
+    }
+    if (nic->numa == want_node && (f < local_flows || (f == local_flows && b < local_bytes))) {
+      best_local = i;
+      local_flows = f;
+      local_bytes = b;
+    }
+  }
+  if (cfg->mode == LANES_MODE_BPF_NUMA && best_local >= 0) return best_local;
+  return best;
+}
+
+SEC("tc")
+int lanes_egress(struct __sk_buff *skb) {
+  struct parsed p = {};
+  if (parse(skb, &p) < 0) return TC_ACT_OK;
+  __u32 zero = 0;
+  struct lanes_config *cfg = bpf_map_lookup_elem(&config, &zero);
+  if (!cfg || cfg->n_nics == 0 || cfg->n_nics > LANES_MAX_NICS) return TC_ACT_OK;
+
+  __u64 now = bpf_ktime_get_ns();
+  int nic_i;
+  struct lanes_flow *flow = bpf_map_lookup_elem(&flows, &p.key);
+  if (flow) {
+    __u32 cur = flow->nic;
+    struct lanes_nic *cn = bpf_map_lookup_elem(&nics, &cur);
+    if (cn && cn->up) {
+      nic_i = cur;
+    } else {
+      // its NIC went down: move the flow, once
+      nic_i = pick_nic(cfg, &p.key);
+      if (nic_i < 0) return TC_ACT_SHOT;
+      struct lanes_nic_stats *old = bpf_map_lookup_elem(&nic_stats, &cur);
+      if (old) {
+        __sync_fetch_and_add(&old->moved, 1);
+        if (!flow->closed) __sync_fetch_and_add(&old->flows_active, -1);
+      }
+      __u32 ni = nic_i;
+      struct lanes_nic_stats *nst = bpf_map_lookup_elem(&nic_stats, &ni);
+      if (nst && !flow->closed) __sync_fetch_and_add(&nst->flows_active, 1);
+      flow->nic = nic_i;
+    }
+  } else {
+    nic_i = pick_nic(cfg, &p.key);
+    if (nic_i < 0) return TC_ACT_SHOT;
+    struct lanes_flow f = {.nic = nic_i, .first_ns = now};
+    bpf_map_update_elem(&flows, &p.key, &f, BPF_NOEXIST);
+    flow = bpf_map_lookup_elem(&flows, &p.key);
+    __u32 ni = nic_i;
+    struct lanes_nic_stats *nst = bpf_map_lookup_elem(&nic_stats, &ni);
+    if (nst) {
+      __sync_fetch_and_add(&nst->flows_active, 1);
+      __sync_fetch_and_add(&nst->flows_total, 1);
+    }
+  }
+  __u32 ni = nic_i;
+  struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &ni);
+  struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &ni);
+  if (!nic || !st) return TC_ACT_SHOT;
+  __sync_fetch_and_add(&st->tx_packets, 1);
+  __sync_fetch_and_add(&st->tx_bytes, skb->len);
+  if (flow) {
+    __sync_fetch_and_add(&flow->packets, 1);
+    __sync_fetch_and_add(&flow->bytes, skb->len);
+    flow->last_ns = now;
+    if (p.fin_or_rst && !flow->closed) {
+      flow->closed = 1;
+      __sync_fetch_and_add(&st->flows_active, -1);
+    }
+  }
+  struct bpf_redir_neigh nh = {};
+  if (p.key.family == 4) {
+    nh.nh_family = AF_INET;
+    nh.ipv4_nh = nic->gw4;
+  } else {
+    nh.nh_family = AF_INET6;
+    __builtin_memcpy(nh.ipv6_nh, nic->gw6, 16);
+  }
+  return bpf_redirect_neigh(nic->ifindex, &nh, sizeof(nh), 0);
+}
+
+SEC("tc")
+int lanes_ingress(struct __sk_buff *skb) {
+  struct parsed p = {};
+  if (parse(skb, &p) < 0) return TC_ACT_OK;
+  __u32 zero = 0;
+  struct lanes_config *cfg = bpf_map_lookup_elem(&config, &zero);
+  if (!cfg || cfg->n_nics == 0 || cfg->n_nics > LANES_MAX_NICS) return TC_ACT_OK;
+  // which container link: the NIC the packet came in on (for the task IP),
+  // or the NIC whose job address it is for
+  int link = -1, arrived = -1;
+  for (__u32 i = 0; i < LANES_MAX_NICS; i++) {
+    if (i >= cfg->n_nics) break;
+    __u32 idx = i;
+    struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &idx);
+    if (!nic) continue;
+    if (nic->ifindex == skb->ingress_ifindex) arrived = i;
+    if (same_addr(&p.key, &nic->job4, nic->job6, 0)) link = i;
+  }
+  if (link < 0 && same_addr(&p.key, &cfg->task4, cfg->task6, 0)) link = arrived;
+  if (link < 0 || link >= LANES_MAX_NICS) return TC_ACT_OK;  // not the job's: the host's stack
+  void *data = (void *)(long)skb->data;
+  void *end = (void *)(long)skb->data_end;
+  struct ethhdr *eth = data;
+  if ((void *)(eth + 1) > end) return TC_ACT_OK;
+  __builtin_memcpy(eth->h_dest, cfg->container_mac[link], 6);
+  __builtin_memcpy(eth->h_source, cfg->host_mac[link], 6);
+  __u32 li = arrived >= 0 && arrived < LANES_MAX_NICS ? arrived : link;
+  struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &li);
+  if (st) {
+    __sync_fetch_and_add(&st->rx_packets, 1);
+    __sync_fetch_and_add(&st->rx_bytes, skb->len);
+  }
+  return bpf_redirect_peer(cfg->container_ifindex[link], 0);
+}
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,70 @@
+/* Structures shared by lanes' host datapath BPF programs and user space.
+ * One header, fixed-width types, included by both sides. */
+#ifndef LANES_HOSTNET_ABI_H
+#define LANES_HOSTNET_ABI_H
+
+#include <linux/types.h>
+
+#define LANES_MAX_NICS 16
+#define LANES_MAX_CPUS 256
+#define LANES_FLOW_ENTRIES 65536
+
+enum lanes_mode {
+  LANES_MODE_BPF = 0,      /* least-loaded NIC per new flow */
+  LANES_MODE_BPF_NUMA = 1, /* same, preferring NICs on the sending CPU's NUMA node */
+};
+
+/* A flow: 5-tuple with addresses in network order (IPv4 in addr[0]). */
+struct lanes_flow_key {
+  __u32 saddr[4];
+  __u32 daddr[4];
+  __u16 sport;
+  __u16 dport;
+  __u8 family; /* 4 or 6 */
+  __u8 proto;
+  __u8 pad[2];
+};
+
+struct lanes_flow {
+  __u32 nic;     /* index into the nics map */
+  __u32 closed;  /* FIN or RST seen: no longer counted as active */
+  __u64 packets;
+  __u64 bytes;
+  __u64 first_ns;
+  __u64 last_ns;
+};
+
+/* Per NIC, written by user space. */
+struct lanes_nic {
+  __u32 ifindex;     /* the physical NIC in the host namespace */
+  __u32 up;          /* carrier and admin state */
+  __u32 numa;        /* NUMA node */
+  __u32 gw4;         /* the switch port's IPv4 address (network order) */
+  __u32 gw6[4];      /* the switch port's IPv6 address */
+  __u32 job4;        /* the job's address for this NIC: flows from it stay on it */
+  __u32 job6[4];
+};
+
+/* Per NIC, written by the programs (atomic adds). */
+struct lanes_nic_stats {
+  __u64 tx_packets;
+  __u64 tx_bytes;
+  __u64 rx_packets;  /* ingress fast path to the container */
+  __u64 rx_bytes;
+  __u64 flows_active;
+  __u64 flows_total;
+  __u64 moved;       /* flows moved away from this NIC when it went down */
+};
+
+/* Global settings, written by user space (array map, one element). */
+struct lanes_config {
+  __u32 n_nics;
+  __u32 mode;            /* enum lanes_mode */
+  __u32 container_ifindex[LANES_MAX_NICS]; /* host-side device of each container link */
+  __u8 container_mac[LANES_MAX_NICS][6];   /* the container side's MAC per link */
+  __u8 host_mac[LANES_MAX_NICS][6];        /* the host side's MAC per link */
+  __u32 task4;           /* the job's task IP (network order) */
+  __u32 task6[4];
+};
+
+#endif

@@ -1,0 +1,55 @@
+#pragma once
+// A multi-NIC host and its job container.
+//
+// Every host with a job gets a container namespace `lanes-<run>-<host>.job`
+// that sees NIC k through its own device: a netkit pair where the kernel
+// has netkit, a veth pair otherwise (host side `jnic<k>`, container side
+// `eth<k>`, a /31 and /127 from the hostlink pools). The container holds
+// the task IP on its loopback and the job's address for NIC k on eth<k>.
+//
+// Egress, chosen per job:
+//   single    everything leaves through NIC 0
+//   ecmp      a resilient multipath group over every NIC (L4 hash, sticky)
+//   bpf       the container spreads over eth<k> like ecmp, and lanes' BPF
+//             program on every jnic<k> picks the least-loaded physical NIC
+//             per new flow and redirects straight to it (bpf_redirect_neigh)
+//   bpf-numa  like bpf, preferring NICs on the sending CPU's NUMA node
+// A flow from the job's NIC-k address always leaves through NIC k.
+// Ingress to the job's addresses: host routes to the container; in the bpf
+// modes a program on each physical NIC hands packets straight to the
+// container (bpf_redirect_peer).
+//
+// The host agent (lanes-host-agent, supervised) follows NIC carrier: a NIC
+// that goes down takes its container link down with it (so the container's
+// group and the BPF program stop using it) and brings it back.
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lanes/testbed/deploy.hpp"
+#include "lanes/testbed/model.hpp"
+
+namespace lanes::hostnet {
+
+// The container namespace of HOST in run RUN_ID.
+std::string job_netns(const std::string& run_id, const std::string& host);
+// Names of NIC k's container link on each side.
+std::string host_side_ifname(int nic);
+std::string container_ifname(int nic);
+
+// Egress mode actually used for JOB given the kernel's features (bpf modes
+// fall back to ecmp when BPF cannot be loaded).
+testbed::EgressMode effective_mode(testbed::EgressMode wanted, const testbed::KernelFeatures& f, std::string* why);
+
+// Builds the container of HOST: namespace, links, addresses, routes and
+// rules on both sides.
+testbed::Status deploy_host(testbed::DeployContext& ctx, int host);
+
+// The deployer registered by the lanes executable: every host with a job.
+testbed::Status deploy_all(testbed::DeployContext& ctx);
+
+// The host agent's configuration for HOST.
+nlohmann::json host_agent_config(const testbed::Topology& t, int host, const std::string& run_id,
+                                 testbed::EgressMode mode);
+
+}  // namespace lanes::hostnet

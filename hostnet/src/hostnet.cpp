@@ -1,0 +1,238 @@
+#include "lanes/hostnet/hostnet.hpp"
+
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netns.hpp"
+
+namespace lanes::hostnet {
+
+using namespace lanes::testbed;
+
+namespace {
+
+// The container's sysctls: addresses usable at once, L4 multipath hashing,
+// no next hop over a link that is down.
+std::vector<Sysctl> container_sysctls() {
+  return {
+      {"net.ipv6.conf.all.accept_dad", "0"},       {"net.ipv6.conf.default.accept_dad", "0"},
+      {"net.ipv6.conf.all.keep_addr_on_down", "1"}, {"net.ipv6.conf.default.keep_addr_on_down", "1"},
+      {"net.ipv6.conf.all.accept_ra", "0"},        {"net.ipv6.conf.default.accept_ra", "0"},
+      {"net.ipv6.conf.default.router_solicitations", "0"},
+      {"net.ipv4.conf.all.rp_filter", "0"},        {"net.ipv4.conf.default.rp_filter", "0"},
+      {"net.ipv4.fib_multipath_hash_policy", "1"}, {"net.ipv6.fib_multipath_hash_policy", "1"},
+      {"net.ipv4.conf.all.ignore_routes_with_linkdown", "1"},
+      {"net.ipv6.conf.all.ignore_routes_with_linkdown", "1"},
+  };
+}
+
+constexpr int kFirstIfindex = 200;  // container links, above the host's NIC indexes
+constexpr uint32_t kTableBase = 100;
+
+Status with(const std::string& what, Status st) {
+  if (st) return st;
+  return os_error(st.error().code().value(), what + ": " + st.error().what());
+}
+
+}  // namespace
+
+std::string job_netns(const std::string& run_id, const std::string& host) {
+  return RunRegistry::netns_name(run_id, host + ".job");
+}
+std::string host_side_ifname(int nic) { return "jnic" + std::to_string(nic); }
+std::string container_ifname(int nic) { return "eth" + std::to_string(nic); }
+
+EgressMode effective_mode(EgressMode wanted, const KernelFeatures& f, std::string* why) {
+  if ((wanted == EgressMode::bpf || wanted == EgressMode::bpf_numa) && !f.bpf) {
+    if (why) *why = "BPF programs cannot be loaded here (" + f.bpf_error + "): egress falls back to ecmp";
+    return EgressMode::ecmp;
+  }
+  return wanted;
+}
+
+nlohmann::json host_agent_config(const Topology& t, int host, const std::string& run_id, EgressMode mode) {
+  const Node& h = t.nodes.at(static_cast<size_t>(host));
+  nlohmann::json nics = nlohmann::json::array();
+  for (const auto& nic : h.nics) {
+    const Link& l = t.links[nic.link];
+    nics.push_back({{"index", nic.index},
+                    {"ifname", l.b.ifname},
+                    {"jnic", host_side_ifname(nic.index)},
+                    {"eth", container_ifname(nic.index)},
+                    {"numa", nic.numa},
+                    {"rate_bps", nic.rate_bps},
+                    {"gw4", l.a.addr4.addr.to_string()},
+                    {"gw6", l.a.addr6.addr.to_string()},
+                    {"job4", nic.job_addr4.addr.to_string()},
+                    {"job6", nic.job_addr6.addr.to_string()},
+                    {"host_side4", nic.host_side4.addr.to_string()},
+                    {"host_side6", nic.host_side6.addr.to_string()}});
+  }
+  return {{"host", h.name},
+          {"mode", to_string(mode)},
+          {"container_netns", job_netns(run_id, h.name)},
+          {"task4", h.job->task_ip4.to_string()},
+          {"task6", h.job->task_ip6.to_string()},
+          {"nics", nics}};
+}
+
+Status deploy_host(DeployContext& ctx, int host) {
+  Testbed& tb = ctx.tb;
+  const Topology& t = tb.topology();
+  const Node& h = t.nodes.at(static_cast<size_t>(host));
+  std::string why;
+  EgressMode mode = effective_mode(h.job->egress, ctx.features, &why);
+  if (!why.empty()) log::warn("{}: {}", h.name, why);
+
+  std::string cname = job_netns(ctx.run_id, h.name);
+  auto cns = Netns::create(cname, container_sysctls());
+  if (!cns) return cns.error();
+  auto cnl_r = Netlink::open_in(cns.value().fd(), cname);
+  if (!cnl_r) return cnl_r.error();
+  Netlink& cnl = cnl_r.value();
+  Netlink& hnl = tb.netlink(host);
+  if (auto st = cnl.set_link_up(1, true, "lo"); !st) return st;
+
+  // the container's addresses: the task IP on lo (no dummy devices needed)
+  if (auto st = cnl.add_address(1, IfAddr4{h.job->task_ip4, 32}, "lo"); !st) return st;
+  if (auto st = cnl.add_address(1, IfAddr6{h.job->task_ip6, 128}, "lo"); !st) return st;
+
+  // one link per NIC: jnic<k> here, eth<k> in the container
+  std::vector<int> jidx, cidx;
+  for (const auto& nic : h.nics) {
+    int hi = kFirstIfindex + nic.index, ci = kFirstIfindex + nic.index;
+    std::string jn = host_side_ifname(nic.index), cn = container_ifname(nic.index);
+    if (auto st = hnl.create_veth(jn, hi, cn, ci, cns.value().fd(), cname); !st) return st;
+    if (auto st = cnl.set_link_up(ci, true, cn); !st) return st;
+    if (auto st = hnl.add_address(hi, nic.host_side4, jn); !st) return st;
+    if (auto st = hnl.add_address(hi, nic.host_side6, jn); !st) return st;
+    if (auto st = cnl.add_address(ci, nic.cont_side4, cn); !st) return st;
+    if (auto st = cnl.add_address(ci, nic.cont_side6, cn); !st) return st;
+    if (auto st = cnl.add_address(ci, nic.job_addr4, cn); !st) return st;
+    if (auto st = cnl.add_address(ci, nic.job_addr6, cn); !st) return st;
+    jidx.push_back(hi);
+    cidx.push_back(ci);
+  }
+
+  // container routing
+  for (const auto& nic : h.nics) {
+    uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
+    int ci = cidx[nic.index];
+    for (int fam : {AF_INET, AF_INET6}) {
+      bool v6 = fam == AF_INET6;
+      Route r;
+      r.family = fam;
+      r.dst = "default";
+      r.table = table;
+      r.nexthops.push_back({v6 ? nic.host_side6.addr.to_string() : nic.host_side4.addr.to_string(), ci, 1});
+      r.prefsrc = v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string();
+      if (auto st = cnl.add_route(r); !st) return with("per-NIC table in " + cname, st);
+      Rule rule;
+      rule.family = fam;
+      rule.src = v6 ? nic.job_addr6.str() : nic.job_addr4.str();
+      rule.table = table;
+      rule.priority = table;
+      if (auto st = cnl.add_rule(rule); !st) return st;
+    }
+  }
+  for (int fam : {AF_INET, AF_INET6}) {
+    bool v6 = fam == AF_INET6;
+    Route def;
+    def.family = fam;
+    def.dst = "default";
+    def.prefsrc = v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string();
+    if (mode == EgressMode::single) {
+      const Nic& n0 = h.nics[0];
+      def.nexthops.push_back({v6 ? n0.host_side6.addr.to_string() : n0.host_side4.addr.to_string(), cidx[0], 1});
+    } else {
+      // one next hop per NIC link in a resilient group: a link that goes
+      // down takes only its own flows with it
+      std::vector<std::pair<uint32_t, uint16_t>> members;
+      for (const auto& nic : h.nics) {
+        uint32_t id = (v6 ? 101 : 1) + static_cast<uint32_t>(nic.index);
+        if (auto st = cnl.add_nexthop(id, cidx[nic.index],
+                                      v6 ? nic.host_side6.addr.to_string() : nic.host_side4.addr.to_string());
+            !st)
+          return st;
+        members.emplace_back(id, 1);
+      }
+      ResilientParams rp;
+      rp.buckets = 64;
+      rp.idle_timer_s = 60;
+      uint32_t group = v6 ? 1001 : 1000;
+      if (auto st = cnl.add_nexthop_group(group, members, rp); !st) return st;
+      def.nh_id = group;
+    }
+    if (auto st = cnl.add_route(def); !st) return with("default route in " + cname, st);
+  }
+
+  // host routing: the job's addresses live behind the container links;
+  // what the container sends on link k leaves through NIC k
+  for (int fam : {AF_INET, AF_INET6}) {
+    bool v6 = fam == AF_INET6;
+    Route task;
+    task.family = fam;
+    task.dst = v6 ? h.job->task_ip6.to_string() + "/128" : h.job->task_ip4.to_string() + "/32";
+    for (const auto& nic : h.nics)
+      task.nexthops.push_back({v6 ? nic.cont_side6.addr.to_string() : nic.cont_side4.addr.to_string(), jidx[nic.index], 1});
+    if (auto st = hnl.add_route(task); !st) return with("task route on " + h.name, st);
+    Route hostdef;
+    hostdef.family = fam;
+    hostdef.dst = "default";
+    for (const auto& nic : h.nics) {
+      const Link& l = t.links[nic.link];
+      auto nicidx = tb.ifindex(host, l.b.ifname);
+      if (!nicidx) return nicidx.error();
+      Route jr;
+      jr.family = fam;
+      jr.dst = v6 ? nic.job_addr6.str() : nic.job_addr4.str();
+      jr.nexthops.push_back({v6 ? nic.cont_side6.addr.to_string() : nic.cont_side4.addr.to_string(), jidx[nic.index], 1});
+      if (auto st = hnl.add_route(jr); !st) return st;
+      uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
+      Route out;
+      out.family = fam;
+      out.dst = "default";
+      out.table = table;
+      out.nexthops.push_back({v6 ? l.a.addr6.addr.to_string() : l.a.addr4.addr.to_string(), nicidx.value(), 1});
+      if (auto st = hnl.add_route(out); !st) return st;
+      Rule rule;
+      rule.family = fam;
+      rule.iif = host_side_ifname(nic.index);
+      rule.table = table;
+      rule.priority = table;
+      if (auto st = hnl.add_rule(rule); !st) return st;
+      hostdef.nexthops.push_back({v6 ? l.a.addr6.addr.to_string() : l.a.addr4.addr.to_string(), nicidx.value(), 1});
+    }
+    hostdef.replace = true;
+    if (auto st = hnl.add_route(hostdef); !st) return with("host default route on " + h.name, st);
+  }
+
+  // the host agent: NIC carrier, and the BPF datapath in the bpf modes
+  std::string dir = ctx.reg.dir(ctx.run_id) + "/hosts/" + h.name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string cfg_path = dir + "/host-agent.json", state_path = dir + "/host-agent-state.json";
+  {
+    std::ofstream o(cfg_path, std::ios::trunc);
+    o << host_agent_config(t, host, ctx.run_id, mode).dump(2) << "\n";
+    if (!o) return errno_error("writing " + cfg_path);
+  }
+  ctx.daemons.push_back({h.name, "host-agent",
+                         {ctx.bin_dir + "/lanes-host-agent", "--config", cfg_path, "--state", state_path},
+                         tb.netns_name(host), state_path});
+  log::debug("{}: job container {} with {} links, egress {}", h.name, cname, h.nics.size(), to_string(mode));
+  return {};
+}
+
+Status deploy_all(DeployContext& ctx) {
+  const Topology& t = ctx.tb.topology();
+  for (size_t i = 0; i < t.nodes.size(); ++i)
+    if (t.nodes[i].kind == NodeKind::host && t.nodes[i].job)
+      if (auto st = deploy_host(ctx, static_cast<int>(i)); !st) return st;
+  return {};
+}
+
+}  // namespace lanes::hostnet
