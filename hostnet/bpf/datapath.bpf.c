@@ -116,34 +116,53 @@ static __always_inline int same_addr(const struct lanes_flow_key *k, const __u32
 // The NIC for a new (or stranded) flow: the NIC the flow's source address
 // belongs to, else the up NIC with the fewest active flows (then bytes),
 // preferring the CPU's NUMA node in bpf-numa mode. -1 if no NIC is up.
+// The scan runs through bpf_loop so the verifier checks its body once.
+struct pick_ctx {
+  const struct lanes_flow_key *key;
+  __u32 n;
+  __u32 want_node;
+  __u32 numa_mode;
+  __s32 best;
+  __s32 bound;
+  __u64 best_score;
+};
+
+static long pick_one(__u32 i, void *data) {
+  struct pick_ctx *c = data;
+  if (i >= c->n) return 1;
+  __u32 idx = i;
+  struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &idx);
+  struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &idx);
+  if (!nic || !st || !nic->up) return 0;
+  if (same_addr(c->key, &nic->job4, nic->job6, 1)) {
+    c->bound = i;
+    return 1;
+  }
+  // fewest active flows first, then fewest bytes; off-node NICs last in numa mode
+  __u64 flows_active = st->flows_active > 0xffff ? 0xffff : st->flows_active;
+  __u64 score = (flows_active << 44) | ((st->tx_bytes >> 10) & ((1ULL << 44) - 1));
+  if (c->numa_mode && nic->numa != c->want_node) score |= 1ULL << 62;
+  if (score < c->best_score) {
+    c->best_score = score;
+    c->best = i;
+  }
+  return 0;
+}
+
 static __always_inline int pick_nic(const struct lanes_config *cfg, const struct lanes_flow_key *key) {
-  __u32 n = cfg->n_nics;
   __u32 cpu = bpf_get_smp_processor_id();
   __u32 *node = bpf_map_lookup_elem(&cpu_node, &cpu);
-  __u32 want_node = node ? *node : 0;
-  int best = -1, best_local = -1;
-  __u64 best_flows = ~0ULL, best_bytes = ~0ULL, local_flows = ~0ULL, local_bytes = ~0ULL;
-  for (__u32 i = 0; i < LANES_MAX_NICS; i++) {
-    if (i >= n) break;
-    __u32 idx = i;
-    struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &idx);
-    struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &idx);
-    if (!nic || !st || !nic->up) continue;
-    if (same_addr(key, &nic->job4, nic->job6, 1)) return i;  // bound to this NIC's address
-    __u64 f = st->flows_active, b = st->tx_bytes;
-    if (f < best_flows || (f == best_flows && b < best_bytes)) {
-      best = i;
-      best_flows = f;
-      best_bytes = b;
-    }
-    if (nic->numa == want_node && (f < local_flows || (f == local_flows && b < local_bytes))) {
-      best_local = i;
-      local_flows = f;
-      local_bytes = b;
-    }
-  }
-  if (cfg->mode == LANES_MODE_BPF_NUMA && best_local >= 0) return best_local;
-  return best;
+  struct pick_ctx c = {
+      .key = key,
+      .n = cfg->n_nics,
+      .want_node = node ? *node : 0,
+      .numa_mode = cfg->mode == LANES_MODE_BPF_NUMA,
+      .best = -1,
+      .bound = -1,
+      .best_score = ~0ULL,
+  };
+  bpf_loop(LANES_MAX_NICS, pick_one, &c, 0);
+  return c.bound >= 0 ? c.bound : c.best;
 }
 
 SEC("tc")
@@ -215,6 +234,25 @@ int lanes_egress(struct __sk_buff *skb) {
   return bpf_redirect_neigh(nic->ifindex, &nh, sizeof(nh), 0);
 }
 
+struct match_ctx {
+  const struct lanes_flow_key *key;
+  __u32 n;
+  __u32 ifindex;
+  __s32 link;
+  __s32 arrived;
+};
+
+static long match_one(__u32 i, void *data) {
+  struct match_ctx *m = data;
+  if (i >= m->n) return 1;
+  __u32 idx = i;
+  struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &idx);
+  if (!nic) return 0;
+  if (nic->ifindex == m->ifindex) m->arrived = i;
+  if (same_addr(m->key, &nic->job4, nic->job6, 0)) m->link = i;
+  return 0;
+}
+
 SEC("tc")
 int lanes_ingress(struct __sk_buff *skb) {
   struct parsed p = {};
@@ -224,30 +262,25 @@ int lanes_ingress(struct __sk_buff *skb) {
   if (!cfg || cfg->n_nics == 0 || cfg->n_nics > LANES_MAX_NICS) return TC_ACT_OK;
   // which container link: the NIC the packet came in on (for the task IP),
   // or the NIC whose job address it is for
-  int link = -1, arrived = -1;
-  for (__u32 i = 0; i < LANES_MAX_NICS; i++) {
-    if (i >= cfg->n_nics) break;
-    __u32 idx = i;
-    struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &idx);
-    if (!nic) continue;
-    if (nic->ifindex == skb->ingress_ifindex) arrived = i;
-    if (same_addr(&p.key, &nic->job4, nic->job6, 0)) link = i;
-  }
+  struct match_ctx m = {.key = &p.key, .n = cfg->n_nics, .ifindex = skb->ingress_ifindex, .link = -1, .arrived = -1};
+  bpf_loop(LANES_MAX_NICS, match_one, &m, 0);
+  int link = m.link, arrived = m.arrived;
   if (link < 0 && same_addr(&p.key, &cfg->task4, cfg->task6, 0)) link = arrived;
   if (link < 0 || link >= LANES_MAX_NICS) return TC_ACT_OK;  // not the job's: the host's stack
+  __u32 l = (__u32)link & (LANES_MAX_NICS - 1);  // a bound the verifier can see
   void *data = (void *)(long)skb->data;
   void *end = (void *)(long)skb->data_end;
   struct ethhdr *eth = data;
   if ((void *)(eth + 1) > end) return TC_ACT_OK;
-  __builtin_memcpy(eth->h_dest, cfg->container_mac[link], 6);
-  __builtin_memcpy(eth->h_source, cfg->host_mac[link], 6);
-  __u32 li = arrived >= 0 && arrived < LANES_MAX_NICS ? arrived : link;
+  __builtin_memcpy(eth->h_dest, cfg->container_mac[l], 6);
+  __builtin_memcpy(eth->h_source, cfg->host_mac[l], 6);
+  __u32 li = arrived >= 0 && arrived < LANES_MAX_NICS ? (__u32)arrived : l;
   struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &li);
   if (st) {
     __sync_fetch_and_add(&st->rx_packets, 1);
     __sync_fetch_and_add(&st->rx_bytes, skb->len);
   }
-  return bpf_redirect_peer(cfg->container_ifindex[link], 0);
+  return bpf_redirect_peer(cfg->container_ifindex[l], 0);
 }
 
 char LICENSE[] SEC("license") = "GPL";
