@@ -40,12 +40,23 @@ inline std::vector<uint32_t> group_members(testbed::Netlink& nl, const std::stri
 // NIC 0, so it can answer what reaches it.
 class StandIn {
  public:
-  StandIn(ScopedRun& run, const std::string& host, std::vector<std::string> prefixes = {})
-      : run_(run), host_(run.node(host)) {
+  // CONTAINER_NS_FD: run in the host's job container (hostnet deployed it,
+  // addresses and routes are there) instead of the host's namespace.
+  StandIn(ScopedRun& run, const std::string& host, std::vector<std::string> prefixes = {}, int container_ns_fd = -1)
+      : run_(run), host_(run.node(host)), ns_fd_(container_ns_fd >= 0 ? container_ns_fd : run.tb().netns(host_).fd()) {
     const auto& t = run.topo();
     const auto& h = t.nodes[host_];
     if (prefixes.empty()) prefixes = {h.job->task_ip4.to_string() + "/32", h.job->task_ip6.to_string() + "/128"};
     prefixes_ = prefixes;
+    if (container_ns_fd < 0) setup_host();
+    start();
+  }
+
+ private:
+  void setup_host() {
+    const auto& t = run_.topo();
+    const auto& h = t.nodes[host_];
+    auto& run = run_;
     auto& nl = run.tb().netlink(host_);
     // addresses (EEXIST is fine: a second stand-in on the same host)
     (void)nl.add_address(1, testbed::IfAddr4{h.job->task_ip4, 32}, "lo");
@@ -63,6 +74,12 @@ class StandIn {
       r.replace = true;
       (void)nl.add_route(r);
     }
+  }
+
+  void start() {
+    const auto& t = run_.topo();
+    const auto& h = t.nodes[host_];
+    auto& run = run_;
     static int next_port = 50100;
     const auto& sw = t.nodes[t.racks[h.rack].switch_node];
     for (const auto& nic : h.nics) {
@@ -82,7 +99,7 @@ class StandIn {
       testbed::ProcessSpec spec{"stand-in gobgpd",
                                 {"gobgpd", "-f", cfg, "-t", "toml", "-p", "--pprof-disable", "--api-hosts",
                                  "127.0.0.1:" + std::to_string(port)}};
-      spec.netns_fd = run.tb().netns(host_).fd();
+      spec.netns_fd = ns_fd_;
       spec.log_path = dir + "/standin-" + h.name + "-" + std::to_string(port) + ".log";
       auto d = testbed::Daemon::start(spec);
       if (!d) throw d.error();
@@ -95,6 +112,8 @@ class StandIn {
       announce(i);
     }
   }
+
+ public:
   ~StandIn() {
     for (auto& d : daemons_) (void)d.stop(std::chrono::milliseconds(2000));
   }
@@ -103,7 +122,7 @@ class StandIn {
     std::vector<std::string> argv = {"gobgp", "-p", std::to_string(ports_[nic])};
     argv.insert(argv.end(), args.begin(), args.end());
     testbed::ProcessSpec spec{"gobgp", argv};
-    spec.netns_fd = run_.tb().netns(host_).fd();
+    spec.netns_fd = ns_fd_;
     spec.new_session = false;
     auto r = testbed::run_capture(spec, std::chrono::seconds(5));
     return r ? r.value().status : -1;
@@ -118,6 +137,7 @@ class StandIn {
  private:
   ScopedRun& run_;
   int host_;
+  int ns_fd_;
   std::vector<std::string> prefixes_;
   std::vector<testbed::Daemon> daemons_;
   std::vector<int> ports_;

@@ -8,6 +8,7 @@
 
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/switches.hpp"
 #include "lanes/testbed/testbed.hpp"
 #include "lanes/testbed/topology_loader.hpp"
@@ -19,7 +20,8 @@ class ScopedRun {
  public:
   // WITH_SWITCHES: also start the run's supervisor (gobgpd and the FIB
   // agent on every switch), as `lanes up` does.
-  explicit ScopedRun(const std::string& topology_file, bool with_switches = false) {
+  explicit ScopedRun(const std::string& topology_file, bool with_switches = false,
+                     const testbed::Deployer& deploy = nullptr) {
     require_root();
     // a registered, locked run: a concurrent `lanes clean` leaves it alone
     id_ = reg_.new_id();
@@ -45,6 +47,12 @@ class ScopedRun {
         (void)reg_.remove_dir(id_);
         throw e;
       };
+      if (deploy) {
+        testbed::DeployContext ctx{*tb_, reg_, id_, testbed::probe_kernel_features(),
+                                   std::filesystem::path(lanes_bin()).parent_path().string(), {}};
+        if (auto d = deploy(ctx); !d) fail(d.error());
+        if (auto w = testbed::write_daemon_requests(reg_, id_, ctx.daemons); !w) fail(w.error());
+      }
       if (auto w = testbed::write_switch_configs(tb_->topology(), reg_, id_); !w) fail(w.error());
       auto sup = testbed::start_supervisor(reg_, id_, std::chrono::seconds(30), lanes_bin());
       if (!sup) fail(sup.error());
