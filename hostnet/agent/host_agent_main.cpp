@@ -12,6 +12,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -251,6 +254,20 @@ int main(int argc, char** argv) {
       arr.push_back(j);
     }
     out["nics"] = arr;
+    if (dp) {
+      // per-flow counters: the 256 largest flows
+      nlohmann::json fl = nlohmann::json::array();
+      if (auto all = dp->flows()) {
+        auto v = all.value();
+        std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.bytes > b.second.bytes; });
+        for (size_t i = 0; i < v.size() && i < 256; ++i) {
+          const auto& [k, f] = v[i];
+          fl.push_back({{"nic", f.nic}, {"bytes", f.bytes}, {"packets", f.packets}, {"closed", f.closed != 0},
+                        {"proto", k.proto}, {"family", k.family}, {"sport", ntohs(k.sport)}, {"dport", ntohs(k.dport)}});
+        }
+      }
+      out["flows"] = fl;
+    }
     write_state(state_path, out);
   };
   publish();

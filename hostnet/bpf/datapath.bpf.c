@@ -79,6 +79,7 @@ static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
     p->key.proto = ip->protocol;
     p->key.saddr[0] = ip->saddr;
     p->key.daddr[0] = ip->daddr;
+    if ((bpf_ntohl(ip->daddr) >> 28) == 0xe || ip->daddr == 0xffffffff) return -1;  // multicast, broadcast
     if (ip->frag_off & bpf_htons(0x3fff)) return 0;  // fragments: addresses only
     l4 = (void *)ip + ip->ihl * 4;
   } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
@@ -89,6 +90,14 @@ static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
     __builtin_memcpy(p->key.saddr, &ip6->saddr, 16);
     __builtin_memcpy(p->key.daddr, &ip6->daddr, 16);
     l4 = (void *)(ip6 + 1);
+    // multicast and link-local (neighbour discovery among them) stay on the link
+    __u8 d0 = ip6->daddr.in6_u.u6_addr8[0], d1 = ip6->daddr.in6_u.u6_addr8[1];
+    if (d0 == 0xff || (d0 == 0xfe && (d1 & 0xc0) == 0x80)) return -1;
+    if (ip6->nexthdr == 58 /* ICMPv6 */) {
+      __u8 *type = l4;
+      if ((void *)(type + 1) > end) return -1;
+      if (*type >= 133 && *type <= 137) return -1;  // router and neighbour discovery, redirects
+    }
   } else {
     return -1;  // ARP and the rest: the host's stack handles them
   }

@@ -141,6 +141,20 @@ Result<std::vector<uint64_t>> Datapath::flows_per_nic(int n) const {
   return out;
 }
 
+Result<std::vector<std::pair<lanes_flow_key, lanes_flow>>> Datapath::flows() const {
+  std::vector<std::pair<lanes_flow_key, lanes_flow>> out;
+  lanes_flow_key key{}, next{};
+  lanes_flow f{};
+  int fd = flows_fd();
+  void* prev = nullptr;
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    if (bpf_map_lookup_elem(fd, &next, &f) == 0) out.emplace_back(next, f);
+    key = next;
+    prev = &key;
+  }
+  return out;
+}
+
 std::vector<uint32_t> cpu_to_node(int emulated_nodes) {
   long ncpu = sysconf(_SC_NPROCESSORS_CONF);
   std::vector<uint32_t> map(static_cast<size_t>(std::max(1L, ncpu)), 0);

@@ -156,11 +156,13 @@ TEST_CASE("egress: new flows go to the least-loaded NIC and stay there", "[bpf]"
       {"UDP over IPv6, a fifth flow", {true, IPPROTO_UDP, "2001:2:0:100::1", "2001:2:0:2::11", 5000, 6000}, TC_ACT_REDIRECT, 0},
       {"a flow from NIC 3's own address stays on NIC 3", tcp4(40010, "198.19.1.3"), TC_ACT_REDIRECT, 3},
       {"ARP-like non-IP frames go to the host's stack", {}, TC_ACT_OK, -1},
+      {"IPv6 multicast (neighbour solicitation) stays on the link", {true, 58, "2001:2:0:100::1", "ff02::1:ff00:1", 0, 0}, TC_ACT_OK, -2},
+      {"IPv6 link-local stays on the link", {true, IPPROTO_UDP, "fe80::1", "fe80::2", 1, 2}, TC_ACT_OK, -2},
   };
   for (const auto& c : cases) {
     INFO(c.what);
     std::vector<uint8_t> pkt;
-    if (c.nic < 0) {
+    if (c.nic == -1) {
       pkt.assign(64, 0);
       reinterpret_cast<ethhdr*>(pkt.data())->h_proto = htons(ETH_P_ARP);
     } else {
@@ -169,6 +171,7 @@ TEST_CASE("egress: new flows go to the least-loaded NIC and stay there", "[bpf]"
     auto r = run(dp.egress_fd(), pkt);
     CHECK(r.retval == c.verdict);
     if (c.nic >= 0) CHECK(nic_of(dp, c.pkt) == c.nic);
+    if (c.nic == -2) CHECK(nic_of(dp, c.pkt) == -1);  // not a flow
   }
   auto st = dp.stats(4).value();
   CHECK(st[0].flows_active == 2);

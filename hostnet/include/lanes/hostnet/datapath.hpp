@@ -51,6 +51,8 @@ class Datapath {
   testbed::Result<std::vector<lanes_nic_stats>> stats(int n_nics) const;
   // Active (not closed) flows per NIC in the flow table.
   testbed::Result<std::vector<uint64_t>> flows_per_nic(int n_nics) const;
+  // Every flow in the table.
+  testbed::Result<std::vector<std::pair<lanes_flow_key, lanes_flow>>> flows() const;
   int egress_fd() const;
   int ingress_fd() const;
   int flows_fd() const;

@@ -1,0 +1,204 @@
+// root tier: job containers in every egress mode, real TCP through the
+// switch, NIC shares from the host's NIC counters, the BPF flow table from
+// the host agent.
+
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "bgp_support.hpp"
+#include "lanes/hostnet/hostnet.hpp"
+
+using namespace lanes::testbed;
+using lanes::hostnet::job_netns;
+using lanes::test::eventually;
+using lanes::test::group_members;
+using lanes::test::ScopedRun;
+using lanes::test::StandIn;
+
+namespace {
+
+constexpr auto kBgpWait = std::chrono::seconds(40);
+
+// One rack, one host per egress mode, 4 NICs at 500 Mbit/s, a storage server.
+std::string modes_topology() {
+  auto path = std::filesystem::temp_directory_path() / ("lanes-modes-" + std::to_string(::getpid()) + ".xml");
+  std::ofstream(path) << R"(<topology name="modes"><rack name="r1">
+    <host name="single" nics="4" rate="500mbit"><job egress="single"/></host>
+    <host name="ecmp" nics="4" rate="500mbit"><job egress="ecmp"/></host>
+    <host name="bpf" nics="4" rate="500mbit"><job egress="bpf"/></host>
+    <host name="numa" nics="4" rate="500mbit"><job egress="bpf-numa"/></host>
+    <server name="storage"/></rack></topology>)";
+  return path.string();
+}
+
+struct Env {
+  std::string file = modes_topology();
+  ScopedRun run{file, true, lanes::hostnet::deploy_all};
+  std::map<std::string, Netns> job_ns;
+  std::vector<std::unique_ptr<StandIn>> standins;
+  std::optional<Daemon> server;
+
+  Env() {
+    std::filesystem::remove(file);
+    for (const char* h : {"single", "ecmp", "bpf", "numa"}) {
+      auto ns = Netns::open(job_netns(run.id(), h));
+      REQUIRE(ns.ok());
+      job_ns.emplace(h, std::move(ns).value());
+      standins.push_back(std::make_unique<StandIn>(run, h, std::vector<std::string>{}, job_ns.at(h).fd()));
+    }
+    auto& sw = run.tb().netlink(run.node("r1-tor"));
+    for (int i = 1; i <= 4; ++i)
+      REQUIRE(eventually([&] { return group_members(sw, "198.19.0." + std::to_string(i) + "/32").size() == 4; }, kBgpWait));
+    ProcessSpec spec{"iperf3 -s", {"iperf3", "-s", "-p", "5201"}};
+    spec.netns_fd = run.tb().netns(run.node("storage")).fd();
+    spec.log_path = run.registry().dir(run.id()) + "/iperf-server.log";
+    auto d = Daemon::start(spec);
+    REQUIRE(d.ok());
+    server.emplace(std::move(d).value());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+
+  int in_job(const std::string& host, std::vector<std::string> argv, std::string* out = nullptr) {
+    ProcessSpec spec{argv[0], argv};
+    spec.netns_fd = job_ns.at(host).fd();
+    spec.new_session = false;
+    auto r = run_capture(spec, std::chrono::seconds(60));
+    if (!r) return -1;
+    if (out) *out = r.value().out;
+    return r.value().status;
+  }
+  std::vector<uint64_t> nic_tx(const std::string& host) {
+    std::vector<uint64_t> v(4, 0);
+    auto links = run.tb().netlink(run.node(host)).links();
+    for (const auto& l : links.value())
+      if (l.name.size() == 4 && l.name.rfind("nic", 0) == 0) v[static_cast<size_t>(l.name[3] - '0')] = l.tx_bytes;
+    return v;
+  }
+  // iperf3 from HOST's container to storage with FLOWS streams; per-NIC shares of the bytes sent
+  std::vector<double> shares(const std::string& host, int flows, int seconds, int* rc = nullptr) {
+    auto before = nic_tx(host);
+    int status = in_job(host, {"iperf3", "-c", "198.18.128.33", "-p", "5201", "-P", std::to_string(flows), "-t",
+                               std::to_string(seconds), "-J"});
+    if (rc) *rc = status;
+    auto after = nic_tx(host);
+    double total = 0;
+    std::vector<double> d(4);
+    for (size_t i = 0; i < 4; ++i) total += d[i] = static_cast<double>(after[i] - before[i]);
+    for (auto& x : d) x = total > 0 ? x / total : 0;
+    return d;
+  }
+  nlohmann::json agent_state(const std::string& host) {
+    std::ifstream in(run.registry().dir(run.id()) + "/hosts/" + host + "/host-agent-state.json");
+    return nlohmann::json::parse(in);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every egress mode reaches storage from the task IP and from each NIC address", "[root]") {
+  lanes::test::require_root();
+  Env env;
+  const std::string storage4 = "198.18.128.33", storage6 = "2001:2:0:2::21";
+  for (const char* h : {"single", "ecmp", "bpf", "numa"}) {
+    INFO(h);
+    CHECK(env.in_job(h, {"ping", "-c", "1", "-W", "2", storage4}) == 0);
+    CHECK(env.in_job(h, {"ping", "-c", "1", "-W", "2", storage6}) == 0);
+    const auto& node = env.run.topo().nodes[env.run.node(h)];
+    for (const auto& nic : node.nics) {
+      INFO("from " << nic.job_addr4.addr.to_string());
+      CHECK(env.in_job(h, {"ping", "-c", "1", "-W", "2", "-I", nic.job_addr4.addr.to_string(), storage4}) == 0);
+      CHECK(env.in_job(h, {"ping", "-c", "1", "-W", "2", "-I", nic.job_addr6.addr.to_string(), storage6}) == 0);
+    }
+  }
+}
+
+TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root]") {
+  lanes::test::require_root();
+  Env env;
+  auto show = [](const std::vector<double>& s) {
+    std::string o;
+    for (double x : s) o += fmt::format(" {:.3f}", x);
+    return o;
+  };
+  SECTION("single uses NIC 0 only") {
+    auto s = env.shares("single", 8, 2);
+    INFO(show(s));
+    CHECK(s[0] > 0.97);
+  }
+  SECTION("ecmp with 64 flows puts each NIC within 15% of a quarter") {
+    int rc = -1;
+    auto s = env.shares("ecmp", 64, 3, &rc);
+    INFO(show(s));
+    CHECK(rc == 0);
+    for (double x : s) CHECK(std::abs(x - 0.25) <= 0.15 * 0.25);
+  }
+  SECTION("bpf with 4 flows puts one flow on each NIC, with 64 within 5% of a quarter") {
+    int rc = -1;
+    env.shares("bpf", 4, 2, &rc);
+    CHECK(rc == 0);
+    auto st = env.agent_state("bpf");
+    std::map<int, int> big;  // NIC → data flows (over 1 MB)
+    for (const auto& f : st["flows"])
+      if (f["bytes"].get<uint64_t>() > (1u << 20)) ++big[f["nic"].get<int>()];
+    INFO(st["flows"].dump());
+    CHECK(big.size() == 4);
+    for (auto [nic, n] : big) CHECK(n == 1);
+    auto s = env.shares("bpf", 64, 3, &rc);
+    INFO(show(s));
+    CHECK(rc == 0);
+    for (double x : s) CHECK(std::abs(x - 0.25) <= 0.05 * 0.25);
+  }
+  SECTION("bpf-numa uses every NIC under load and reports its flows") {
+    int rc = -1;
+    auto s = env.shares("numa", 16, 2, &rc);
+    INFO(show(s));
+    CHECK(rc == 0);
+    auto st = env.agent_state("numa");
+    CHECK(st["mode"] == "bpf-numa");
+    CHECK(!st["flows"].empty());
+  }
+}
+
+TEST_CASE("a NIC going down gets no new flows and its flows move without a reset", "[root]") {
+  lanes::test::require_root();
+  Env env;
+  for (const char* h : {"bpf", "ecmp"}) {
+    INFO(h);
+    int host = env.run.node(h);
+    auto& hnl = env.run.tb().netlink(host);
+    int nic2 = env.run.tb().ifindex(host, "nic2").value();
+    int rc = -1;
+    std::thread t([&] {
+      rc = env.in_job(h, {"iperf3", "-c", "198.18.128.33", "-p", "5201", "-P", "16", "-t", "6"});
+    });
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    REQUIRE(hnl.set_link_up(nic2, false, "nic2").ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto mid = env.nic_tx(h);
+    t.join();
+    auto end = env.nic_tx(h);
+    CHECK(rc == 0);  // every stream completed: no connection reset
+    uint64_t moved_on = 0;
+    for (size_t i = 0; i < 4; ++i)
+      if (i != 2) moved_on += end[i] - mid[i];
+    CHECK(end[2] - mid[2] < 100000);  // nothing more left through NIC 2
+    CHECK(moved_on > 10'000'000);
+    if (std::string(h) == "bpf") {
+      auto st = env.agent_state(h);
+      CHECK(st["nics"][2]["up"] == false);
+      CHECK(st["nics"][2]["bpf"]["moved"].get<uint64_t>() > 0);
+    }
+    // new flows avoid it
+    auto s = env.shares(h, 8, 1, &rc);
+    CHECK(rc == 0);
+    CHECK(s[2] < 0.01);
+    REQUIRE(hnl.set_link_up(nic2, true, "nic2").ok());
+    CHECK(eventually([&] { return env.agent_state(h)["nics"][2]["up"] == true; }, std::chrono::seconds(5)));
+  }
+}
