@@ -93,6 +93,7 @@ struct Env {
     for (auto& x : d) x = total > 0 ? x / total : 0;
     return d;
   }
+  std::string tool() { return std::filesystem::path(lanes::test::lanes_bin()).parent_path().string() + "/lanes_test_tcp"; }
   nlohmann::json agent_state(const std::string& host) {
     std::ifstream in(run.registry().dir(run.id()) + "/hosts/" + host + "/host-agent-state.json");
     return nlohmann::json::parse(in);
@@ -140,8 +141,15 @@ TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root]") 
   }
   SECTION("bpf with 4 flows puts one flow on each NIC, with 64 within 5% of a quarter") {
     int rc = -1;
-    env.shares("bpf", 4, 2, &rc);
+    // exactly 4 connections (iperf3 would add its control connection)
+    ProcessSpec sink{"sink", {env.tool(), "sink", "5301"}};
+    sink.netns_fd = env.run.tb().netns(env.run.node("storage")).fd();
+    auto sd = Daemon::start(sink);
+    REQUIRE(sd.ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    rc = env.in_job("bpf", {env.tool(), "send", "198.18.128.33", "5301", "4", "2"});
     CHECK(rc == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the agent publishes once a second
     auto st = env.agent_state("bpf");
     std::map<int, int> big;  // NIC → data flows (over 1 MB)
     for (const auto& f : st["flows"])
