@@ -256,7 +256,7 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
   } else {
     out << fmt::format("run {} is up: {} namespaces, {} links in {}{} (lanes status {}; lanes down {})\n", run_id,
                        topo.nodes.size(), topo.links.size(), fmt_ms(tm.total),
-                       switches_us.count() ? fmt::format(", switches started in {}", fmt_ms(switches_us)) : "",
+                       switches_us.count() ? fmt::format(", daemons started in {}", fmt_ms(switches_us)) : "",
                        run_id, run_id);
   }
   return kOk;
@@ -421,6 +421,19 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id) {
     auto ns = Netns::open(nsname);
     jn["present"] = ns.ok();
     if (ns && (n.kind == NodeKind::rack_switch || n.kind == NodeKind::spine)) jn["bgp"] = switch_status(reg, id, n, ns.value());
+    if (n.kind == NodeKind::host) {
+      // the host agent's view: NIC state, counters, BPF flows per NIC
+      try {
+        std::ifstream in(reg.dir(id) + "/hosts/" + n.name + "/host-agent-state.json");
+        if (in) {
+          auto st = nlohmann::json::parse(in);
+          st.erase("flows");
+          jn["hostnet"] = st;
+          jn["hostnet"]["container_netns"] = RunRegistry::netns_name(id, n.name + ".job");
+        }
+      } catch (const std::exception&) {
+      }
+    }
     if (ns) {
       auto nl = Netlink::open_in(ns.value().fd(), nsname);
       if (nl) {
@@ -545,6 +558,19 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
       for (const auto& x : b["daemons"])
         d += fmt::format(" {} pid {} ({} restarts)", x["name"].get<std::string>(), x["pid"].get<int>(), x["restarts"].get<int>());
       out << "  daemons:" << (d.empty() ? " none" : d) << fmt::format("; exits recorded: {}\n", b.value("daemon_exits", 0));
+    }
+    if (n.contains("hostnet")) {
+      const auto& h = n["hostnet"];
+      out << fmt::format("  job container {} (links jnicN <-> ethN), egress {}\n", h.value("container_netns", "?"),
+                         h.value("mode", "?"));
+      for (const auto& x : h.value("nics", nlohmann::json::array())) {
+        std::string bpf;
+        if (x.contains("bpf"))
+          bpf = fmt::format("  bpf: {} flows active, {} total, {} moved away", x["bpf"].value("flows_active", uint64_t{0}),
+                            x["bpf"].value("flows_total", uint64_t{0}), x["bpf"].value("moved", uint64_t{0}));
+        out << fmt::format("    {} numa {} {:<4}{}\n", x.value("ifname", "?"), x.value("numa", 0),
+                           x.value("up", false) ? "up" : "DOWN", bpf);
+      }
     }
     if (!n.contains("interfaces")) continue;
     for (const auto& i : n["interfaces"]) {

@@ -148,10 +148,12 @@ TEST_CASE("lanes up exec status and down work together and a run id is never reu
   CHECK(st.status == 0);
   CHECK(st.out.find("r1-tor:swp1") != std::string::npos);
   CHECK(st.out.find("500mbit") != std::string::npos);
-  // a run that is up survives a plain clean
+  // a run that is up survives a plain clean (4 nodes and 2 job containers)
+  size_t before_clean = list_netns(RunRegistry::netns_prefix(id)).size();
+  CHECK(before_clean == 6);
   auto clean = run_command(lanes_bin() + " clean");
   CHECK(clean.status == 0);
-  CHECK(list_netns(RunRegistry::netns_prefix(id)).size() == 4);
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).size() == before_clean);
   auto down = run_command(lanes_bin() + " down " + id);
   CHECK(down.status == 0);
   CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
