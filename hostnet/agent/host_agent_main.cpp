@@ -174,10 +174,16 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const auto& s : nics) {
-      if (auto st = dp->attach_egress(s.jnic_idx); !st) {
-        lg::error("{}: {}", host, st.error().what());
+      // netkit: the program runs in the device's xmit path through a
+      // bpf_link; ingress then goes through the host's routing (the
+      // redirect_peer fast path is veth's). veth: tc on both.
+      bool netkit = find(hlinks.value(), s.jnic)->kind == "netkit";
+      auto eg = netkit ? dp->attach_netkit_egress(s.jnic_idx) : dp->attach_egress(s.jnic_idx);
+      if (!eg) {
+        lg::error("{}: {}", host, eg.error().what());
         return 1;
       }
+      if (netkit) continue;
       if (auto st = dp->attach_ingress(s.nic_idx); !st) {
         lg::error("{}: {}", host, st.error().what());
         return 1;

@@ -66,14 +66,12 @@ struct parsed {
   __u8 fin_or_rst;
 };
 
-static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
-  void *data = (void *)(long)skb->data;
-  void *end = (void *)(long)skb->data_end;
-  struct ethhdr *eth = data;
+// Parses from the network header at L3 (PROTO in network order, as in
+// skb->protocol and the Ethernet type).
+static __always_inline int parse_l3(void *l3, void *end, __u16 proto, struct parsed *p) {
   void *l4;
-  if ((void *)(eth + 1) > end) return -1;
-  if (eth->h_proto == bpf_htons(ETH_P_IP)) {
-    struct iphdr *ip = (void *)(eth + 1);
+  if (proto == bpf_htons(ETH_P_IP)) {
+    struct iphdr *ip = l3;
     if ((void *)(ip + 1) > end) return -1;
     p->key.family = 4;
     p->key.proto = ip->protocol;
@@ -82,8 +80,8 @@ static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
     if ((bpf_ntohl(ip->daddr) >> 28) == 0xe || ip->daddr == 0xffffffff) return -1;  // multicast, broadcast
     if (ip->frag_off & bpf_htons(0x3fff)) return 0;  // fragments: addresses only
     l4 = (void *)ip + ip->ihl * 4;
-  } else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
-    struct ipv6hdr *ip6 = (void *)(eth + 1);
+  } else if (proto == bpf_htons(ETH_P_IPV6)) {
+    struct ipv6hdr *ip6 = l3;
     if ((void *)(ip6 + 1) > end) return -1;
     p->key.family = 6;
     p->key.proto = ip6->nexthdr;
@@ -114,6 +112,15 @@ static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
     p->key.dport = uh->dest;
   }
   return 0;
+}
+
+// veth links and physical NICs: Ethernet first
+static __always_inline int parse(struct __sk_buff *skb, struct parsed *p) {
+  void *data = (void *)(long)skb->data;
+  void *end = (void *)(long)skb->data_end;
+  struct ethhdr *eth = data;
+  if ((void *)(eth + 1) > end) return -1;
+  return parse_l3((void *)(eth + 1), end, eth->h_proto, p);
 }
 
 static __always_inline int same_addr(const struct lanes_flow_key *k, const __u32 *a4, const __u32 *a6, int src) {
@@ -174,10 +181,7 @@ static __always_inline int pick_nic(const struct lanes_config *cfg, const struct
   return c.bound >= 0 ? c.bound : c.best;
 }
 
-SEC("tc")
-int lanes_egress(struct __sk_buff *skb) {
-  struct parsed p = {};
-  if (parse(skb, &p) < 0) return TC_ACT_OK;
+static __always_inline int egress(struct __sk_buff *skb, struct parsed p) {
   __u32 zero = 0;
   struct lanes_config *cfg = bpf_map_lookup_elem(&config, &zero);
   if (!cfg || cfg->n_nics == 0 || cfg->n_nics > LANES_MAX_NICS) return TC_ACT_OK;
@@ -241,6 +245,25 @@ int lanes_egress(struct __sk_buff *skb) {
     __builtin_memcpy(nh.ipv6_nh, nic->gw6, 16);
   }
   return bpf_redirect_neigh(nic->ifindex, &nh, sizeof(nh), 0);
+}
+
+SEC("tc")
+int lanes_egress(struct __sk_buff *skb) {
+  struct parsed p = {};
+  if (parse(skb, &p) < 0) return TC_ACT_OK;
+  return egress(skb, p);
+}
+
+// The same for a netkit primary device in L3 mode (BPF_NETKIT_PRIMARY):
+// no Ethernet header, the family from skb->protocol. Its verdicts share
+// TC_ACT_* values (NETKIT_PASS = 0, NETKIT_DROP = 2, NETKIT_REDIRECT = 7).
+SEC("tc")
+int lanes_egress_l3(struct __sk_buff *skb) {
+  struct parsed p = {};
+  void *data = (void *)(long)skb->data;
+  void *end = (void *)(long)skb->data_end;
+  if (parse_l3(data, end, skb->protocol, &p) < 0) return TC_ACT_OK;
+  return egress(skb, p);
 }
 
 struct match_ctx {

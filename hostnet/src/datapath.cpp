@@ -22,13 +22,17 @@ using testbed::Status;
 
 Datapath::Datapath() = default;
 Datapath::~Datapath() {
+  for (int fd : links_) ::close(fd);
   if (skel_) datapath_bpf__destroy(skel_);
 }
-Datapath::Datapath(Datapath&& o) noexcept : skel_(std::exchange(o.skel_, nullptr)) {}
+Datapath::Datapath(Datapath&& o) noexcept
+    : skel_(std::exchange(o.skel_, nullptr)), links_(std::exchange(o.links_, {})) {}
 Datapath& Datapath::operator=(Datapath&& o) noexcept {
   if (this != &o) {
+    for (int fd : links_) ::close(fd);
     if (skel_) datapath_bpf__destroy(skel_);
     skel_ = std::exchange(o.skel_, nullptr);
+    links_ = std::exchange(o.links_, {});
   }
   return *this;
 }
@@ -115,6 +119,18 @@ Status Datapath::attach(int prog_fd, int ifindex, const char* what) {
 }
 
 Status Datapath::attach_egress(int ifindex) { return attach(egress_fd(), ifindex, "egress"); }
+
+Status Datapath::attach_netkit_egress(int ifindex) {
+  // BPF_NETKIT_PRIMARY (Linux 6.7); libbpf 1.1 predates netkit, so the
+  // generic link_create carries it
+  constexpr int kBpfNetkitPrimary = 54;
+  int fd = bpf_link_create(bpf_program__fd(skel_->progs.lanes_egress_l3), ifindex,
+                           static_cast<bpf_attach_type>(kBpfNetkitPrimary), nullptr);
+  if (fd < 0) return os_error(-fd, "attaching the egress program to netkit device " + std::to_string(ifindex));
+  links_.push_back(fd);
+  lanes::log::debug("attached egress program to netkit {} (primary)", ifindex);
+  return {};
+}
 Status Datapath::attach_ingress(int ifindex) { return attach(ingress_fd(), ifindex, "ingress"); }
 
 Result<std::vector<lanes_nic_stats>> Datapath::stats(int n) const {

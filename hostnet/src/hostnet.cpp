@@ -105,7 +105,10 @@ Status deploy_host(DeployContext& ctx, int host) {
   for (const auto& nic : h.nics) {
     int hi = kFirstIfindex + nic.index, ci = kFirstIfindex + nic.index;
     std::string jn = host_side_ifname(nic.index), cn = container_ifname(nic.index);
-    if (auto st = hnl.create_veth(jn, hi, cn, ci, cns.value().fd(), cname); !st) return st;
+    // netkit (L3) where the kernel has it, a veth pair otherwise
+    auto made = ctx.features.netkit ? hnl.create_netkit(jn, hi, cn, ci, cns.value().fd(), cname)
+                                    : hnl.create_veth(jn, hi, cn, ci, cns.value().fd(), cname);
+    if (!made) return made;
     if (auto st = cnl.set_link_up(ci, true, cn); !st) return st;
     if (auto st = hnl.add_address(hi, nic.host_side4, jn); !st) return st;
     if (auto st = hnl.add_address(hi, nic.host_side6, jn); !st) return st;
@@ -223,7 +226,8 @@ Status deploy_host(DeployContext& ctx, int host) {
   ctx.daemons.push_back({h.name, "host-agent",
                          {ctx.bin_dir + "/lanes-host-agent", "--config", cfg_path, "--state", state_path},
                          tb.netns_name(host), state_path});
-  log::debug("{}: job container {} with {} links, egress {}", h.name, cname, h.nics.size(), to_string(mode));
+  log::debug("{}: job container {} with {} {} links, egress {}", h.name, cname, h.nics.size(),
+             ctx.features.netkit ? "netkit" : "veth", to_string(mode));
   return {};
 }
 

@@ -13,6 +13,7 @@
 
 #include "bgp_support.hpp"
 #include "lanes/hostnet/hostnet.hpp"
+#include "lanes/testbed/features.hpp"
 
 using namespace lanes::testbed;
 using lanes::hostnet::job_netns;
@@ -209,4 +210,26 @@ TEST_CASE("a NIC going down gets no new flows and its flows move without a reset
     REQUIRE(hnl.set_link_up(nic2, true, "nic2").ok());
     CHECK(eventually([&] { return env.agent_state(h)["nics"][2]["up"] == true; }, std::chrono::seconds(5)));
   }
+}
+
+TEST_CASE("netkit job containers carry every egress mode where the kernel has netkit", "[root]") {
+  lanes::test::require_root();
+  if (!probe_kernel_features().netkit) {
+    std::fprintf(stderr, "not run: this kernel has no netkit (lanes uses veth here)\n");
+    std::exit(lanes::test::kNotRun);
+  }
+  Env env;
+  auto link = env.run.tb().netlink(env.run.node("bpf")).link("jnic0");
+  REQUIRE(link.ok());
+  REQUIRE(link.value());
+  CHECK(link.value()->kind == "netkit");
+  for (const char* h : {"single", "ecmp", "bpf", "numa"}) {
+    INFO(h);
+    CHECK(env.in_job(h, {"ping", "-c", "1", "-W", "2", "198.18.128.33"}) == 0);
+    CHECK(env.in_job(h, {"ping", "-c", "1", "-W", "2", "2001:2:0:2::21"}) == 0);
+  }
+  int rc = -1;
+  auto s = env.shares("bpf", 16, 2, &rc);
+  CHECK(rc == 0);
+  for (double x : s) CHECK(std::abs(x - 0.25) <= 0.05 * 0.25);
 }

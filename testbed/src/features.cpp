@@ -74,7 +74,7 @@ KernelFeatures probe_kernel_features() {
       auto nlr = Netlink::open_here("feature-probe");
       if (nlr) {
         Netlink& nl = nlr.value();
-        auto nk = nl.create_link_of_kind("probe-nk", "netkit");
+        auto nk = nl.create_netkit("probe-nk", 0, "probe-nkp", 0, -1, "feature-probe");
         f.netkit = nk.ok();
         if (!nk) log::debug("feature probe: {}", nk.error().what());
         f.dummy = nl.create_dummy("probe-d", 0).ok();

@@ -149,6 +149,45 @@ Status Netlink::create_veth(const std::string& name, int index, const std::strin
   return {};
 }
 
+namespace {
+// netkit's netlink attributes (linux/if_link.h of 6.7; absent from the
+// bookworm headers lanes builds against)
+constexpr int kIflaNetkitPeerInfo = 1;
+constexpr int kIflaNetkitMode = 5;
+constexpr uint32_t kNetkitL3 = 1;
+}  // namespace
+
+Status Netlink::create_netkit(const std::string& name, int index, const std::string& peer, int peer_index,
+                              int peer_ns_fd, const std::string& peer_ns) {
+  std::string what = "creating netkit " + name + " in " + ns_ + " with peer " + peer + " in " + peer_ns;
+  Msg msg(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = index;
+  ifi.ifi_flags = IFF_UP;
+  ifi.ifi_change = IFF_UP;
+  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  nla_put_string(msg.get(), IFLA_IFNAME, name.c_str());
+  nlattr* linkinfo = nla_nest_start(msg.get(), IFLA_LINKINFO);
+  nla_put_string(msg.get(), IFLA_INFO_KIND, "netkit");
+  nlattr* data = nla_nest_start(msg.get(), IFLA_INFO_DATA);
+  nla_put_u32(msg.get(), kIflaNetkitMode, kNetkitL3);
+  nlattr* peer_info = nla_nest_start(msg.get(), kIflaNetkitPeerInfo);
+  ifinfomsg pifi{};
+  pifi.ifi_family = AF_UNSPEC;
+  pifi.ifi_index = peer_index;
+  void* room = nlmsg_reserve(msg.get(), sizeof pifi, NLMSG_ALIGNTO);
+  if (!room) return os_error(ENOMEM, what);
+  std::memcpy(room, &pifi, sizeof pifi);
+  nla_put_string(msg.get(), IFLA_IFNAME, peer.c_str());
+  if (peer_ns_fd >= 0) nla_put_u32(msg.get(), IFLA_NET_NS_FD, static_cast<uint32_t>(peer_ns_fd));
+  nla_nest_end(msg.get(), peer_info);
+  nla_nest_end(msg.get(), data);
+  nla_nest_end(msg.get(), linkinfo);
+  log::debug("{}: create netkit {} <-> {} {}", ns_, name, peer_ns, peer);
+  return send_raw(msg.release(), what);
+}
+
 Status Netlink::create_link_of_kind(const std::string& name, const std::string& kind) {
   NlPtr<rtnl_link, link_put> link(rtnl_link_alloc());
   rtnl_link_set_name(link.get(), name.c_str());

@@ -47,6 +47,10 @@ class Datapath {
   // tc ingress of IFINDEX in the calling thread's namespace
   testbed::Status attach_egress(int ifindex);
   testbed::Status attach_ingress(int ifindex);
+  // A netkit primary device (L3): the egress program through a bpf_link at
+  // BPF_NETKIT_PRIMARY (traffic the container sends). The link lives as
+  // long as this object.
+  testbed::Status attach_netkit_egress(int ifindex);
 
   testbed::Result<std::vector<lanes_nic_stats>> stats(int n_nics) const;
   // Active (not closed) flows per NIC in the flow table.
@@ -60,6 +64,7 @@ class Datapath {
  private:
   testbed::Status attach(int prog_fd, int ifindex, const char* what);
   datapath_bpf* skel_ = nullptr;
+  std::vector<int> links_;  // bpf_link fds (netkit)
 };
 
 // CPU → NUMA node from /sys/devices/system/node; with a single node the

@@ -124,6 +124,12 @@ class Netlink {
   // UP is false; PEER stays down until set_link_up from its namespace.
   Status create_veth(const std::string& name, int index, const std::string& peer, int peer_index,
                      int peer_ns_fd, const std::string& peer_ns, bool up = true);
+  // Creates a netkit pair (Linux 6.7+) in L3 mode: NAME here as the
+  // primary device, PEER in namespace PEER_NS_FD. NAME comes up; the peer
+  // is brought up from its namespace. Built by hand: libnl 3.7 does not
+  // know netkit.
+  Status create_netkit(const std::string& name, int index, const std::string& peer, int peer_index,
+                       int peer_ns_fd, const std::string& peer_ns);
   // Creates a dummy device (e.g. for a task IP).
   Status create_dummy(const std::string& name, int index = 0);
   // Creates a link of KIND with no extra attributes; EOPNOTSUPP/ENOENT
