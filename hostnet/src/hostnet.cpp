@@ -103,7 +103,11 @@ Status deploy_host(DeployContext& ctx, int host) {
   // one link per NIC: jnic<k> here, eth<k> in the container
   std::vector<int> jidx, cidx;
   for (const auto& nic : h.nics) {
-    int hi = kFirstIfindex + nic.index, ci = kFirstIfindex + nic.index;
+    // different indexes on the two ends: the kernel then handles the
+    // container link's carrier changes at once (linkwatch treats a device
+    // whose index differs from its peer's as urgent), so a NIC failure
+    // reaches the container and its injector without the 1 s batching
+    int hi = kFirstIfindex + nic.index, ci = kFirstIfindex + 100 + nic.index;
     std::string jn = host_side_ifname(nic.index), cn = container_ifname(nic.index);
     // netkit (L3) where the kernel has it, a veth pair otherwise
     auto made = ctx.features.netkit ? hnl.create_netkit(jn, hi, cn, ci, cns.value().fd(), cname)
