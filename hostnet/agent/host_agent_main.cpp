@@ -40,7 +40,8 @@ struct NicState {
   int index = 0;
   std::string ifname, jnic, eth;
   int numa = 0;
-  std::string gw4, gw6, job4, job6, host_side4, host_side6;
+  std::string gw4, gw6, job4, job6, host_side4, host_side6, cont_side4, cont_side6;
+  uint32_t table = 0;
   int nic_idx = 0, jnic_idx = 0, eth_idx = 0;
   bool up = true;
 };
@@ -143,6 +144,9 @@ int main(int argc, char** argv) {
     s.job6 = n.value("job6", "");
     s.host_side4 = n.value("host_side4", "");
     s.host_side6 = n.value("host_side6", "");
+    s.cont_side4 = n.value("cont_side4", "");
+    s.cont_side6 = n.value("cont_side6", "");
+    s.table = n.value("table", 0u);
     const LinkInfo* nl = find(hlinks.value(), s.ifname);
     const LinkInfo* jl = find(hlinks.value(), s.jnic);
     const LinkInfo* el = find(clinks.value(), s.eth);
@@ -197,6 +201,27 @@ int main(int argc, char** argv) {
     s.up = up;
     if (dp) (void)dp->set_nic_up(s.index, up);
     if (auto st = hnl.set_link_up(s.jnic_idx, up, s.jnic); !st) lg::warn("{}", st.error().what());
+    if (up) {
+      // taking a device down flushes the routes through it: restore the
+      // host's routes to the job's NIC-k addresses and NIC k's own table
+      for (int fam : {AF_INET, AF_INET6}) {
+        bool v6 = fam == AF_INET6;
+        Route jr;
+        jr.family = fam;
+        jr.dst = (v6 ? s.job6 + "/128" : s.job4 + "/32");
+        jr.nexthops.push_back({v6 ? s.cont_side6 : s.cont_side4, s.jnic_idx, 1});
+        jr.replace = true;
+        if (auto st = hnl.add_route(jr); !st) lg::warn("{}", st.error().what());
+        Route out;
+        out.family = fam;
+        out.dst = "default";
+        out.table = s.table;
+        out.nexthops.push_back({v6 ? s.gw6 : s.gw4, s.nic_idx, 1});
+        out.replace = true;
+        if (s.table)
+          if (auto st = hnl.add_route(out); !st) lg::warn("{}", st.error().what());
+      }
+    }
     if (up && mode != "single") {
       // the kernel dropped the container's next hops with the link; restore them
       (void)cnl.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side4, true);

@@ -69,7 +69,10 @@ nlohmann::json host_agent_config(const Topology& t, int host, const std::string&
                     {"job4", nic.job_addr4.addr.to_string()},
                     {"job6", nic.job_addr6.addr.to_string()},
                     {"host_side4", nic.host_side4.addr.to_string()},
-                    {"host_side6", nic.host_side6.addr.to_string()}});
+                    {"host_side6", nic.host_side6.addr.to_string()},
+                    {"cont_side4", nic.cont_side4.addr.to_string()},
+                    {"cont_side6", nic.cont_side6.addr.to_string()},
+                    {"table", kTableBase + static_cast<uint32_t>(nic.index)}});
   }
   return {{"host", h.name},
           {"mode", to_string(mode)},
