@@ -431,6 +431,8 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id) {
           jn["hostnet"] = st;
           jn["hostnet"]["container_netns"] = RunRegistry::netns_name(id, n.name + ".job");
         }
+        std::ifstream inj(reg.dir(id) + "/hosts/" + n.name + "/injector-state.json");
+        if (inj) jn["injector"] = nlohmann::json::parse(inj);
       } catch (const std::exception&) {
       }
     }
@@ -570,6 +572,17 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
                             x["bpf"].value("flows_total", uint64_t{0}), x["bpf"].value("moved", uint64_t{0}));
         out << fmt::format("    {} numa {} {:<4}{}\n", x.value("ifname", "?"), x.value("numa", 0),
                            x.value("up", false) ? "up" : "DOWN", bpf);
+      }
+    }
+    if (n.contains("injector")) {
+      const auto& v = n["injector"];
+      out << fmt::format("  VIP injector ({}): {} {}\n", v.value("mode", "?"), v.value("task4", ""), v.value("task6", ""));
+      for (const auto& ss : v.value("sessions", nlohmann::json::array())) {
+        std::string ann;
+        for (const auto& k : ss["announced_nics"]) ann += " nic" + std::to_string(k.get<int>());
+        out << fmt::format("    {} -> {} {:<11} announcing:{}{}\n", ss.value("local", "?"), ss.value("peer", "?"),
+                           ss.value("state", "?"), ann.empty() ? " nothing" : ann,
+                           ss.value("last_error", "").empty() ? "" : "  last error: " + ss["last_error"].get<std::string>());
       }
     }
     if (!n.contains("interfaces")) continue;
