@@ -168,8 +168,11 @@ std::string render_gobgp_config(const Topology& t, int node) {
     s += fmt::format("    local-address = {}\n", q(nb.local));
     if (nb.host) s += "    passive-mode = true\n";
     s += "  [neighbors.timers.config]\n";
-    s += fmt::format("    hold-time = {}\n    keepalive-interval = {}\n    connect-retry = 1\n", hold,
-                     std::max<uint32_t>(1, hold / 3));
+    // idle-hold-time-after-reset: accept the peer again 1 s after a reset
+    // (GoBGP waits 30 s by default, which keeps a restarted injector out)
+    s += fmt::format("    hold-time = {}\n    keepalive-interval = {}\n    connect-retry = 1\n"
+                     "    idle-hold-time-after-reset = 1\n",
+                     hold, std::max<uint32_t>(1, hold / 3));
     if (nb.host) {
       s += "  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 3\n";
       const Node& host = t.nodes[nb.host_node];

@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
     p.connecting = false;
     p.announced.clear();
     p.next_attempt = Clock::now() + p.backoff;
-    p.backoff = std::min(p.backoff * 2, std::chrono::milliseconds(5000));
+    p.backoff = std::min(p.backoff * 2, std::chrono::milliseconds(1000));
     lg::info("{}: session {} -> {} closed: {}", host, p.local, p.remote, why);
   };
   auto announce = [&](Peer& p, const Nic& n, bool withdraw) {
@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
         p->session.transport_lost(std::string("connect: ") + std::strerror(errno));
         ::close(fd);
         p->next_attempt = now + p->backoff;
-        p->backoff = std::min(p->backoff * 2, std::chrono::milliseconds(5000));
+        p->backoff = std::min(p->backoff * 2, std::chrono::milliseconds(1000));
         continue;
       }
       p->fd = fd;
