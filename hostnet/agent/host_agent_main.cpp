@@ -23,6 +23,7 @@
 #include <optional>
 
 #include "lanes/hostnet/datapath.hpp"
+#include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -32,9 +33,6 @@ using namespace lanes::hostnet;
 namespace lg = lanes::log;
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_term(int) { g_stop = true; }
 
 struct NicState {
   int index = 0;
@@ -46,51 +44,16 @@ struct NicState {
   bool up = true;
 };
 
-void write_state(const std::string& path, const nlohmann::json& j) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::trunc);
-    o << j.dump(2) << "\n";
-  }
-  std::rename(tmp.c_str(), path.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, state_path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) config_path = argv[++i];
-    else if (a == "--state" && i + 1 < argc) state_path = argv[++i];
-    else if (a == "--log-level" && i + 1 < argc) {
-      lg::Level l;
-      if (!lg::parse_level(argv[++i], l)) return 2;
-      lg::set_level(l);
-    } else if (a == "--help" || a == "-h") {
-      std::cout << "usage: lanes-host-agent --config FILE --state FILE [--log-level L]\n";
-      return 0;
-    } else {
-      std::cerr << "lanes-host-agent: unknown argument " << a << "\n";
-      return 2;
-    }
-  }
-  if (config_path.empty() || state_path.empty()) {
-    std::cerr << "usage: lanes-host-agent --config FILE --state FILE\n";
-    return 2;
-  }
-  nlohmann::json cfg;
-  try {
-    std::ifstream in(config_path);
-    cfg = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    std::cerr << "lanes-host-agent: " << config_path << ": " << e.what() << "\n";
-    return 2;
-  }
-  struct sigaction sa {};
-  sa.sa_handler = on_term;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
+  DaemonStart ds;
+  if (auto rc = daemon_start(argc, argv, "lanes-host-agent",
+                             "Runs in a host's namespace: the BPF datapath and the NICs' carrier.", ds))
+    return *rc;
+  const nlohmann::json& cfg = ds.config;
+  const std::string& state_path = ds.state_path;
+  const auto& g_stop = stop_requested();
 
   std::string host = cfg.value("host", "");
   std::string mode = cfg.value("mode", "ecmp");
@@ -299,7 +262,7 @@ int main(int argc, char** argv) {
       }
       out["flows"] = fl;
     }
-    write_state(state_path, out);
+    write_json_atomic(state_path, out);
   };
   publish();
   lg::info("{}: host agent ready ({} NICs, egress {})", host, nics.size(), mode);

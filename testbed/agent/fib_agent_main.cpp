@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/fib_agent.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -28,9 +29,6 @@ namespace lg = lanes::log;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_term(int) { g_stop = true; }
 
 struct Gobgp {
   std::string host = "127.0.0.1";
@@ -82,61 +80,27 @@ std::optional<std::set<std::string>> established(const Gobgp& g) {
   return out;
 }
 
-void write_state(const std::string& path, nlohmann::json j) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::trunc);
-    o << j.dump(2) << "\n";
-  }
-  std::rename(tmp.c_str(), path.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, state_path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) config_path = argv[++i];
-    else if (a == "--state" && i + 1 < argc) state_path = argv[++i];
-    else if (a == "--log-level" && i + 1 < argc) {
-      lg::Level l;
-      if (!lg::parse_level(argv[++i], l)) {
-        std::cerr << "lanes-fib-agent: bad --log-level\n";
-        return 2;
-      }
-      lg::set_level(l);
-    } else if (a == "--help" || a == "-h") {
-      std::cout << "usage: lanes-fib-agent --config FILE --state FILE [--log-level L]\n"
-                   "Follows gobgpd's RIB in this namespace and programs resilient nexthop groups.\n";
-      return 0;
-    } else {
-      std::cerr << "lanes-fib-agent: unknown argument " << a << "\n";
-      return 2;
-    }
-  }
-  if (config_path.empty() || state_path.empty()) {
-    std::cerr << "usage: lanes-fib-agent --config FILE --state FILE\n";
-    return 2;
-  }
+  DaemonStart ds;
+  if (auto rc = daemon_start(argc, argv, "lanes-fib-agent",
+                             "Follows gobgpd's RIB in this namespace and programs resilient nexthop groups.", ds))
+    return *rc;
   AgentConfig cfg;
   try {
-    std::ifstream in(config_path);
-    cfg = AgentConfig::from_json(nlohmann::json::parse(in));
+    cfg = AgentConfig::from_json(ds.config);
   } catch (const std::exception& e) {
-    std::cerr << "lanes-fib-agent: " << config_path << ": " << e.what() << "\n";
+    std::cerr << "lanes-fib-agent: " << ds.config_path << ": " << e.what() << "\n";
     return 2;
   }
+  const std::string& state_path = ds.state_path;
+  const auto& g_stop = stop_requested();
   Gobgp g;
   if (auto colon = cfg.api.rfind(':'); colon != std::string::npos) {
     g.host = cfg.api.substr(0, colon);
     g.port = cfg.api.substr(colon + 1);
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_term;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-
   auto nl = Netlink::open_here(cfg.node);
   if (!nl) {
     lg::error("{}", nl.error().what());
@@ -188,7 +152,7 @@ int main(int argc, char** argv) {
     j["established"] = std::vector<std::string>(up_now.begin(), up_now.end());
     j["gobgpd_losses"] = gobgpd_losses;
     j["rib_events"] = events;
-    write_state(state_path, j);
+    write_json_atomic(state_path, j);
   };
 
   while (!g_stop) {

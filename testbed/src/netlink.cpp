@@ -70,15 +70,10 @@ std::string addr_str(const void* data, int family) {
   return buf;
 }
 
-// Collects each reply of a dump through PARSE(nlmsghdr*).
+// Sends the dump request MSG and feeds each reply to PARSE(nlmsghdr*).
 template <typename Parse>
-Status dump(nl_sock* sk, int type, int family_hdr_size, const std::string& what, Parse parse) {
-  Msg msg(nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP));
-  if (!msg) return os_error(ENOMEM, what);
-  std::vector<char> hdr(static_cast<size_t>(family_hdr_size), 0);
-  if (nlmsg_append(msg.get(), hdr.data(), hdr.size(), NLMSG_ALIGNTO) < 0)
-    return os_error(ENOMEM, what);
-  if (int err = nl_send_auto(sk, msg.get()); err < 0) return nl_error(err, what);
+Status dump_request(nl_sock* sk, nl_msg* msg, const std::string& what, Parse parse) {
+  if (int err = nl_send_auto(sk, msg); err < 0) return nl_error(err, what);
   nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
   auto trampoline = [](nl_msg* m, void* arg) -> int {
     (*static_cast<Parse*>(arg))(nlmsg_hdr(m));
@@ -89,6 +84,16 @@ Status dump(nl_sock* sk, int type, int family_hdr_size, const std::string& what,
   nl_cb_put(cb);
   if (err < 0) return nl_error(err, what);
   return {};
+}
+
+// A dump of message TYPE with an all-zero family header of HDR_SIZE bytes.
+template <typename Parse>
+Status dump(nl_sock* sk, int type, int hdr_size, const std::string& what, Parse parse) {
+  Msg msg(nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP));
+  if (!msg) return os_error(ENOMEM, what);
+  std::vector<char> hdr(static_cast<size_t>(hdr_size), 0);
+  if (nlmsg_append(msg.get(), hdr.data(), hdr.size(), NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  return dump_request(sk, msg.get(), what, parse);
 }
 
 }  // namespace
@@ -483,17 +488,7 @@ Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
   hdr.rtm_family = static_cast<unsigned char>(family);
   Msg msg(nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP));
   if (nlmsg_append(msg.get(), &hdr, sizeof hdr, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "route dump");
-  if (int err = nl_send_auto(sock_.get(), msg.get()); err < 0)
-    return nl_error(err, "listing routes in " + ns_);
-  nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
-  auto trampoline = [](nl_msg* m, void* arg) -> int {
-    (*static_cast<decltype(parse)*>(arg))(nlmsg_hdr(m));
-    return NL_OK;
-  };
-  nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, trampoline, &parse);
-  int err = nl_recvmsgs(sock_.get(), cb);
-  nl_cb_put(cb);
-  if (err < 0) return nl_error(err, "listing routes in " + ns_);
+  if (auto st = dump_request(sock_.get(), msg.get(), "listing routes in " + ns_, parse); !st) return st.error();
   return out;
 }
 
@@ -602,7 +597,6 @@ Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
   if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
   nla_put_u32(msg.get(), NHA_ID, group);
   std::string what = fmt::format("listing buckets of nexthop group {} in {}", group, ns_);
-  if (int err = nl_send_auto(sock_.get(), msg.get()); err < 0) return nl_error(err, what);
   auto parse = [&](nlmsghdr* h) {
     if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
     nlattr* tb[NHA_MAX + 1] = {};
@@ -612,15 +606,7 @@ Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
     if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
       buckets[nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
   };
-  nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
-  auto trampoline = [](nl_msg* m, void* arg) -> int {
-    (*static_cast<decltype(parse)*>(arg))(nlmsg_hdr(m));
-    return NL_OK;
-  };
-  nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, trampoline, &parse);
-  int err = nl_recvmsgs(sock_.get(), cb);
-  nl_cb_put(cb);
-  if (err < 0) return nl_error(err, what);
+  if (auto st = dump_request(sock_.get(), msg.get(), what, parse); !st) return st.error();
   std::vector<uint32_t> out;
   for (auto& [i, id] : buckets) out.push_back(id);
   return out;

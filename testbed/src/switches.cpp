@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -34,14 +35,6 @@ void append_event(const RunRegistry& reg, const std::string& run_id, nlohmann::j
   out << e.dump() << "\n";
 }
 
-void write_json(const std::string& path, const nlohmann::json& j) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::trunc);
-    o << j.dump(2) << "\n";
-  }
-  std::rename(tmp.c_str(), path.c_str());
-}
 
 std::string tail_of(const std::string& path, size_t lines) {
   std::ifstream in(path);
@@ -172,7 +165,7 @@ int run_supervisor(const std::string& run_id) {
       d.push_back({{"node", m.node}, {"name", m.name}, {"pid", m.daemon.pid()}, {"restarts", m.restarts},
                    {"log", m.spec.log_path}});
     sup["daemons"] = d;
-    write_json(supervisor_state_path(reg, run_id), sup);
+    write_json_atomic(supervisor_state_path(reg, run_id), sup);
   };
   auto fail = [&](const std::string& why) {
     log::error("supervisor: {}", why);

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/vip/session.hpp"
@@ -31,9 +32,6 @@ namespace lg = lanes::log;
 namespace tb = lanes::testbed;
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_term(int) { g_stop = true; }
 
 struct Nic {
   int index = 0;
@@ -58,52 +56,16 @@ int64_t mono_ms() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
 }
 
-void write_state(const std::string& path, const nlohmann::json& j) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream o(tmp, std::ios::trunc);
-    o << j.dump(2) << "\n";
-  }
-  std::rename(tmp.c_str(), path.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string config_path, state_path;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) config_path = argv[++i];
-    else if (a == "--state" && i + 1 < argc) state_path = argv[++i];
-    else if (a == "--log-level" && i + 1 < argc) {
-      lg::Level l;
-      if (!lg::parse_level(argv[++i], l)) return 2;
-      lg::set_level(l);
-    } else if (a == "--help" || a == "-h") {
-      std::cout << "usage: lanes-vip-injector --config FILE --state FILE [--log-level L]\n";
-      return 0;
-    } else {
-      std::cerr << "lanes-vip-injector: unknown argument " << a << "\n";
-      return 2;
-    }
-  }
-  if (config_path.empty() || state_path.empty()) {
-    std::cerr << "usage: lanes-vip-injector --config FILE --state FILE\n";
-    return 2;
-  }
-  nlohmann::json cfg;
-  try {
-    std::ifstream in(config_path);
-    cfg = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    std::cerr << "lanes-vip-injector: " << config_path << ": " << e.what() << "\n";
-    return 2;
-  }
-  struct sigaction sa {};
-  sa.sa_handler = on_term;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  tb::DaemonStart ds;
+  if (auto rc = tb::daemon_start(argc, argv, "lanes-vip-injector",
+                                 "Announces the job's task IP to the rack switch, one next hop per NIC.", ds))
+    return *rc;
+  const nlohmann::json& cfg = ds.config;
+  const std::string& state_path = ds.state_path;
+  const auto& g_stop = tb::stop_requested();
 
   std::string host = cfg.value("host", "?");
   std::string task4 = cfg.value("task4", ""), task6 = cfg.value("task6", "");
@@ -257,7 +219,7 @@ int main(int argc, char** argv) {
     }
     nlohmann::json n = nlohmann::json::array();
     for (const auto& x : nics) n.push_back({{"index", x.index}, {"eth", x.eth}, {"up", x.up}});
-    write_state(state_path, {{"ready", true}, {"host", host}, {"mode", add_path ? "add-path" : "per-nic"},
+    tb::write_json_atomic(state_path, {{"ready", true}, {"host", host}, {"mode", add_path ? "add-path" : "per-nic"},
                              {"task4", task4}, {"task6", task6}, {"sessions", s}, {"nics", n}});
   };
   publish();
