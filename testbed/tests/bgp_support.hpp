@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,24 @@ inline std::vector<uint32_t> group_members(testbed::Netlink& nl, const std::stri
       }
   }
   return {};
+}
+
+// Paths GoBGP on switch SW holds for PREFIX.
+inline size_t rib_paths(ScopedRun& run, const std::string& sw, const std::string& prefix) {
+  testbed::ProcessSpec spec{"gobgp", {"gobgp", "global", "rib", "-j", "-a",
+                                      prefix.find(':') != std::string::npos ? "ipv6" : "ipv4", prefix}};
+  spec.netns_fd = run.tb().netns(run.node(sw)).fd();
+  spec.new_session = false;
+  auto r = testbed::run_capture(spec, std::chrono::seconds(5));
+  if (!r || r.value().status != 0) return 0;
+  try {
+    auto j = nlohmann::json::parse(r.value().out);
+    size_t n = 0;
+    for (const auto& [p, paths] : j.items()) n += paths.size();
+    return n;
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 // One gobgpd per NIC of HOST, each with a session from the job's NIC

@@ -32,21 +32,7 @@ int64_t mono_us(SClock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-size_t rib_paths(ScopedRun& run, const std::string& prefix) {
-  ProcessSpec spec{"gobgp", {"gobgp", "global", "rib", "-j", prefix}};
-  spec.netns_fd = run.tb().netns(run.node("r1-tor")).fd();
-  spec.new_session = false;
-  auto r = run_capture(spec, std::chrono::seconds(5));
-  if (!r || r.value().status != 0) return 0;
-  try {
-    auto j = nlohmann::json::parse(r.value().out);
-    size_t n = 0;
-    for (const auto& [p, paths] : j.items()) n += paths.size();
-    return n;
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
+size_t rib_paths(ScopedRun& run, const std::string& prefix) { return lanes::test::rib_paths(run, "r1-tor", prefix); }
 
 // The last "withdrew next hop of NIC k ... at N us" in the injector's log.
 int64_t last_withdrawal_us(const std::string& log, int nic) {

@@ -26,22 +26,7 @@ std::string topo(const char* vip) {
   return path.string();
 }
 
-size_t rib_paths(ScopedRun& run, const std::string& prefix) {
-  ProcessSpec spec{"gobgp", {"gobgp", "global", "rib", "-j", "-a", prefix.find(':') != std::string::npos ? "ipv6" : "ipv4",
-                             prefix}};
-  spec.netns_fd = run.tb().netns(run.node("r1-tor")).fd();
-  spec.new_session = false;
-  auto r = run_capture(spec, std::chrono::seconds(5));
-  if (!r || r.value().status != 0) return 0;
-  try {
-    auto j = nlohmann::json::parse(r.value().out);
-    size_t n = 0;
-    for (const auto& [p, paths] : j.items()) n += paths.size();
-    return n;
-  } catch (const std::exception&) {
-    return 0;
-  }
-}
+size_t rib_paths(ScopedRun& run, const std::string& prefix) { return lanes::test::rib_paths(run, "r1-tor", prefix); }
 
 struct Injected {
   std::string file;
