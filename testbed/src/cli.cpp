@@ -563,8 +563,11 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (n.contains("hostnet")) {
       const auto& h = n["hostnet"];
-      out << fmt::format("  job container {} (links jnicN <-> ethN), egress {}\n", h.value("container_netns", "?"),
-                         h.value("mode", "?"));
+      std::string kind = "?";
+      for (const auto& i : n.value("interfaces", nlohmann::json::array()))
+        if (i.value("name", "") == "jnic0") kind = i.value("kind", "?");
+      out << fmt::format("  job container {} ({} links jnicN <-> ethN), egress {}\n", h.value("container_netns", "?"),
+                         kind, h.value("mode", "?"));
       for (const auto& x : h.value("nics", nlohmann::json::array())) {
         std::string bpf;
         if (x.contains("bpf"))
