@@ -1,0 +1,58 @@
+#pragma once
+// Runs lanes-traffic in a run's namespaces for the engine's tests and benchmark.
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lanes/hostnet/hostnet.hpp"
+#include "lanes/vip/deploy.hpp"
+#include "root_support.hpp"
+
+namespace lanes::test {
+
+// hostnet's containers and the VIP injectors, as `lanes up` deploys them
+inline testbed::Status deploy_hosts(testbed::DeployContext& ctx) {
+  if (auto st = hostnet::deploy_all(ctx); !st) return st;
+  return vip::deploy_injectors(ctx);
+}
+
+inline std::string traffic_bin() {
+  return std::filesystem::path(lanes_bin()).parent_path().string() + "/lanes-traffic";
+}
+
+// Starts a receiver for FLOWS flows on PORT in namespace NS_FD; its JSON
+// lands in OUT.
+inline testbed::Daemon start_receiver(int ns_fd, int port, int flows, const std::string& out) {
+  testbed::ProcessSpec spec{"lanes-traffic recv", {"sh", "-c", traffic_bin() + " recv --port " + std::to_string(port) +
+                                                                  " --flows " + std::to_string(flows) + " > " + out}};
+  spec.netns_fd = ns_fd;
+  auto d = testbed::Daemon::start(spec);
+  if (!d) throw d.error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return std::move(d).value();
+}
+
+inline nlohmann::json send(int ns_fd, const std::string& to, int port, int flows, uint64_t bytes) {
+  testbed::ProcessSpec spec{"lanes-traffic send", {traffic_bin(), "send", "--to", to, "--port", std::to_string(port),
+                                                   "--flows", std::to_string(flows), "--bytes", std::to_string(bytes)}};
+  spec.netns_fd = ns_fd;
+  spec.new_session = false;
+  auto r = testbed::run_capture(spec, std::chrono::seconds(120));
+  if (!r) return {};
+  try {
+    return nlohmann::json::parse(r.value().out);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace lanes::test

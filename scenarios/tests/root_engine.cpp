@@ -1,0 +1,50 @@
+// root tier: the traffic engine through the whole stack, every byte verified.
+
+#include <catch2/catch.hpp>
+
+#include "bgp_support.hpp"
+#include "engine_support.hpp"
+
+using namespace lanes::testbed;
+using lanes::test::eventually;
+using lanes::test::group_members;
+using lanes::test::ScopedRun;
+using lanes::test::topology;
+
+TEST_CASE("traffic engine carries a checkpoint save from the job to storage with every byte verified", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true, lanes::test::deploy_hosts);
+  auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
+  REQUIRE(eventually([&] { return group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 4; },
+                     std::chrono::seconds(20)));
+  std::string out = run.registry().dir(run.id()) + "/recv.json";
+  auto recv = lanes::test::start_receiver(run.tb().netns(run.node("storage")).fd(), 5301, 8, out);
+  auto s = lanes::test::send(job.fd(), "198.18.128.17", 5301, 8, 20'000'000);
+  CHECK(s["connection_errors"] == 0);
+  CHECK(s["bytes"] == 160'000'000);
+  CHECK(recv.wait() == 0);
+  auto r = lanes::test::read_json(out);
+  CHECK(r["all_complete"] == true);
+  CHECK(r["verified_bytes"] == 160'000'000);
+}
+
+TEST_CASE("traffic engine carries a restore into the task IP through a NIC failure with no byte lost", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true, lanes::test::deploy_hosts);
+  auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
+  REQUIRE(eventually([&] { return group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 4; },
+                     std::chrono::seconds(20)));
+  std::string out = run.registry().dir(run.id()) + "/recv.json";
+  auto recv = lanes::test::start_receiver(job.fd(), 5302, 16, out);
+  int h1 = run.node("h1");
+  std::thread fault([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    (void)run.tb().netlink(h1).set_link_up(run.tb().ifindex(h1, "nic2").value(), false, "nic2");
+  });
+  auto s = lanes::test::send(run.tb().netns(run.node("storage")).fd(), "198.19.0.1", 5302, 16, 25'000'000);
+  fault.join();
+  CHECK(s["connection_errors"] == 0);
+  CHECK(recv.wait() == 0);
+  auto r = lanes::test::read_json(out);
+  CHECK(r["all_complete"] == true);
+  CHECK(r["verified_bytes"] == 400'000'000);
+  CHECK(group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 3);
+}
