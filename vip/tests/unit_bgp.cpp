@@ -187,6 +187,8 @@ TEST_CASE("malformed messages get the NOTIFICATION the RFCs prescribe", "[unit]"
       {"OPEN hold time 1", with_header(1, hold1), 2, 6},
       {"OPEN BGP identifier 0", with_header(1, id0), 2, 3},
       {"OPEN unsupported optional parameter", with_header(1, badparam), 2, 4},
+      {"OPEN optional parameters longer than the message", with_header(1, hex("04fde8005ac6130100" "05" "0203")), 2, 0},
+      {"ROUTE-REFRESH of the wrong length", with_header(5, hex("000100")), 1, 2},
       {"UPDATE attribute length beyond the message", with_header(2, hex("0000" "00ff" "400101")), 3, 1},
       {"UPDATE withdrawn length beyond the message", with_header(2, hex("00ff" "0000")), 3, 1},
       {"UPDATE NLRI prefix length 33", with_header(2, hex("0000" "0000" "21c6130001ff")), 3, 10},
@@ -217,6 +219,11 @@ TEST_CASE("malformed messages get the NOTIFICATION the RFCs prescribe", "[unit]"
       CHECK(e.notification.subcode == c.subcode);
     }
   }
+}
+
+TEST_CASE("ROUTE-REFRESH decodes byte for byte", "[unit]") {
+  auto rr = expect<RouteRefresh>(decode(hex("ffffffffffffffffffffffffffffffff" "0017" "05" "0002" "00" "01"), {}));
+  CHECK(rr.afi == Afi::ipv6);
 }
 
 TEST_CASE("the framer waits for a whole header and message", "[unit]") {
