@@ -18,6 +18,29 @@ uint64_t Pattern::word(uint64_t index) const { return splitmix64(key_ + index); 
 
 void Pattern::fill(uint64_t offset, std::span<uint8_t> out) const {
   size_t done = 0;
+  // unaligned head and tail byte by byte; whole words in between
+  auto bytewise = [&](size_t upto) {
+    while (done < upto) {
+      uint64_t pos = offset + done;
+      uint64_t w = word(pos / 8);
+      uint8_t bytes[8];
+      std::memcpy(bytes, &w, 8);
+      size_t from = pos % 8;
+      size_t n = std::min<size_t>(8 - from, upto - done);
+      std::memcpy(out.data() + done, bytes + from, n);
+      done += n;
+    }
+  };
+  size_t head = std::min<size_t>(out.size(), (8 - offset % 8) % 8);
+  bytewise(head);
+  uint64_t index = (offset + done) / 8;
+  uint8_t* p = out.data() + done;
+  size_t words = (out.size() - done) / 8;
+  for (size_t i = 0; i < words; ++i) {
+    uint64_t w = word(index + i);
+    std::memcpy(p + 8 * i, &w, 8);
+  }
+  done += words * 8;
   while (done < out.size()) {
     uint64_t pos = offset + done;
     uint64_t w = word(pos / 8);
