@@ -303,7 +303,19 @@ int send_main(int argc, char** argv) {
                    {"per_interval", f.per_interval}});
     if (f.fd >= 0) ::close(f.fd);
   }
+  // steady rate: the interval sums after the first second, without the last interval
+  std::vector<uint64_t> sums(slots, 0);
+  for (const auto& f : flows)
+    for (size_t i = 0; i < f.per_interval.size(); ++i) sums[i] += f.per_interval[i];
+  size_t skip = static_cast<size_t>(1000 / std::max(1, interval_ms));
+  double steady = 0;
+  if (slots > skip + 1) {
+    uint64_t b = 0;
+    for (size_t i = skip; i + 1 < slots; ++i) b += sums[i];
+    steady = static_cast<double>(b) * 8 / (static_cast<double>(slots - 1 - skip) * interval_ms / 1000.0) / 1e9;
+  }
   std::cout << nlohmann::json{{"role", "send"},       {"flows", out},        {"bytes", total},
+                              {"steady_gbps", steady}, {"interval_bytes", sums},
                               {"seconds", secs},      {"gbps", secs > 0 ? total * 8 / secs / 1e9 : 0},
                               {"connection_errors", errors}, {"interval_ms", interval_ms}}
                    .dump()
