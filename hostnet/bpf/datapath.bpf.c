@@ -247,9 +247,19 @@ static __always_inline int egress(struct __sk_buff *skb, struct parsed p) {
   return bpf_redirect_neigh(nic->ifindex, &nh, sizeof(nh), 0);
 }
 
+// The headers may lie partly outside the linear data (large GSO packets from
+// the container): pull them in, or later packets of a flow would be keyed
+// without their ports and its FIN never seen.
+static __always_inline void pull_headers(struct __sk_buff *skb) {
+  __u32 want = 14 + 40 + 60;
+  if ((void *)(long)skb->data + want > (void *)(long)skb->data_end)
+    bpf_skb_pull_data(skb, skb->len < want ? skb->len : want);
+}
+
 SEC("tc")
 int lanes_egress(struct __sk_buff *skb) {
   struct parsed p = {};
+  pull_headers(skb);
   if (parse(skb, &p) < 0) return TC_ACT_OK;
   return egress(skb, p);
 }
@@ -285,10 +295,30 @@ static long match_one(__u32 i, void *data) {
   return 0;
 }
 
+// A FIN or RST from the far end ends a flow too (a receiver that resets its
+// connections is never seen leaving): find the flow under its egress key.
+static __always_inline void close_from_remote(const struct parsed *p) {
+  if (p->key.proto != IPPROTO_TCP || !p->fin_or_rst) return;
+  struct lanes_flow_key k = {};
+  __builtin_memcpy(k.saddr, p->key.daddr, 16);
+  __builtin_memcpy(k.daddr, p->key.saddr, 16);
+  k.sport = p->key.dport;
+  k.dport = p->key.sport;
+  k.family = p->key.family;
+  k.proto = p->key.proto;
+  struct lanes_flow *f = bpf_map_lookup_elem(&flows, &k);
+  if (!f || f->closed) return;
+  f->closed = 1;
+  __u32 nic = f->nic;
+  struct lanes_nic_stats *st = bpf_map_lookup_elem(&nic_stats, &nic);
+  if (st) __sync_fetch_and_add(&st->flows_active, -1);
+}
+
 SEC("tc")
 int lanes_ingress(struct __sk_buff *skb) {
   struct parsed p = {};
   if (parse(skb, &p) < 0) return TC_ACT_OK;
+  close_from_remote(&p);
   __u32 zero = 0;
   struct lanes_config *cfg = bpf_map_lookup_elem(&config, &zero);
   if (!cfg || cfg->n_nics == 0 || cfg->n_nics > LANES_MAX_NICS) return TC_ACT_OK;

@@ -215,6 +215,21 @@ TEST_CASE("egress: FIN ends a flow's active count", "[bpf]") {
   CHECK(nic_of(dp, tcp4(44001)) == 0);
 }
 
+TEST_CASE("ingress: a reset from the far end ends the flow's active count", "[bpf]") {
+  auto dp = loaded(four_nics());
+  auto p = tcp4(46000);
+  run(dp.egress_fd(), build(p));
+  int nic = nic_of(dp, p);
+  REQUIRE(nic >= 0);
+  CHECK(dp.stats(4).value()[static_cast<size_t>(nic)].flows_active == 1);
+  // the storage server resets the connection: the packet comes in on a NIC
+  Pkt rst{false, IPPROTO_TCP, p.dst, p.src, p.dport, p.sport};
+  auto pkt = build(rst);
+  reinterpret_cast<tcphdr*>(pkt.data() + 14 + 20)->rst = 1;
+  run(dp.ingress_fd(), pkt, 10);
+  CHECK(dp.stats(4).value()[static_cast<size_t>(nic)].flows_active == 0);
+}
+
 TEST_CASE("egress bpf-numa: new flows prefer the sending CPU's node", "[bpf]") {
   auto cfg = four_nics(LANES_MODE_BPF_NUMA);
   cfg.cpu_node.assign(256, 1);  // every CPU on node 1: NICs 2 and 3
