@@ -66,7 +66,7 @@ struct Bench {
     spec.netns_fd = run.tb().netns(run.node("storage")).fd();
     spec.log_path = "/dev/null";
     server.emplace(Daemon::start(spec).value());
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    lanes::test::wait_listening(spec.netns_fd, 5201);
   }
 
   std::vector<uint64_t> nic_tx(const std::string& host) {

@@ -62,7 +62,7 @@ struct Env {
     auto d = Daemon::start(spec);
     REQUIRE(d.ok());
     server.emplace(std::move(d).value());
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    lanes::test::wait_listening(spec.netns_fd, 5201);
   }
 
   int in_job(const std::string& host, std::vector<std::string> argv, std::string* out = nullptr) {
@@ -147,14 +147,20 @@ TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root]") 
     sink.netns_fd = env.run.tb().netns(env.run.node("storage")).fd();
     auto sd = Daemon::start(sink);
     REQUIRE(sd.ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    lanes::test::wait_listening(sink.netns_fd, 5301);
     rc = env.in_job("bpf", {env.tool(), "send", "198.18.128.33", "5301", "4", "2"});
     CHECK(rc == 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // the agent publishes once a second
-    auto st = env.agent_state("bpf");
+    // the agent publishes its flow table once a second: wait for the 4 flows to show
+    nlohmann::json st;
     std::map<int, int> big;  // NIC → data flows (over 1 MB)
-    for (const auto& f : st["flows"])
-      if (f["bytes"].get<uint64_t>() > (1u << 20)) ++big[f["nic"].get<int>()];
+    eventually([&] {
+      st = env.agent_state("bpf");
+      big.clear();
+      int n = 0;
+      for (const auto& f : st["flows"])
+        if (f["bytes"].get<uint64_t>() > (1u << 20)) ++big[f["nic"].get<int>()], ++n;
+      return n >= 4;
+    });
     INFO(st["flows"].dump());
     CHECK(big.size() == 4);
     for (auto [nic, n] : big) CHECK(n == 1);

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   srv.netns_fd = storage;
   srv.log_path = "/dev/null";
   auto server = Daemon::start(srv).value();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  lanes::test::wait_listening(storage, 5201);
   ProcessSpec cli{"iperf3", {"iperf3", "-c", dst, "-p", "5201", "-P", std::to_string(flows), "-t", std::to_string(secs),
                              "-J"}};
   cli.netns_fd = job.fd();

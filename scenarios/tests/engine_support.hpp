@@ -28,7 +28,7 @@ inline testbed::Daemon start_receiver(int ns_fd, int port, int flows, const std:
   spec.netns_fd = ns_fd;
   auto d = testbed::Daemon::start(spec);
   if (!d) throw d.error();
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  wait_listening(ns_fd, port);
   return std::move(d).value();
 }
 

@@ -40,10 +40,17 @@ Status NetlinkFib::set_group(uint32_t id, const std::vector<uint32_t>& members, 
   return nl_.add_nexthop_group(id, m, p, replace, kProtoBgp);
 }
 
-Status NetlinkFib::set_route(const std::string& prefix, uint32_t group) {
+namespace {
+Route route_to(const std::string& prefix) {
   Route r;
   r.family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
   r.dst = prefix;
+  return r;
+}
+}  // namespace
+
+Status NetlinkFib::set_route(const std::string& prefix, uint32_t group) {
+  Route r = route_to(prefix);
   r.nh_id = group;
   r.protocol = kProtoBgp;
   r.replace = true;
@@ -51,29 +58,22 @@ Status NetlinkFib::set_route(const std::string& prefix, uint32_t group) {
 }
 
 Status NetlinkFib::delete_route(const std::string& prefix) {
-  Route r;
-  r.family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  r.dst = prefix;
+  Route r = route_to(prefix);
   r.protocol = kProtoBgp;
   return nl_.delete_route(r);
 }
 
 Status NetlinkFib::add_static(const AgentStatic& s, int oif) {
-  Route r;
-  r.family = s.dst.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  r.dst = s.dst;
+  Route r = route_to(s.dst);
   r.nexthops.push_back({s.gateway, oif, 1});
   r.replace = true;
   return nl_.add_route(r);
 }
 
 Status NetlinkFib::add_blackhole(const std::string& prefix) {
-  Route r;
-  r.family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  r.dst = prefix;
+  Route r = route_to(prefix);
   r.blackhole = true;
   r.replace = true;
-  r.metric = 0;
   return nl_.add_route(r);
 }
 

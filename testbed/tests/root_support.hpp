@@ -16,6 +16,19 @@
 
 namespace lanes::test {
 
+// True once a TCP socket listens on PORT in namespace NS_FD (ss inside it).
+inline bool listening(int ns_fd, int port) {
+  testbed::ProcessSpec spec{"ss", {"ss", "-Hltn", "sport = :" + std::to_string(port)}};
+  spec.netns_fd = ns_fd;
+  spec.new_session = false;
+  auto r = testbed::run_capture(spec, std::chrono::seconds(2));
+  return r && r.value().status == 0 && r.value().out.find("LISTEN") != std::string::npos;
+}
+
+inline void wait_listening(int ns_fd, int port) {
+  if (!eventually([&] { return listening(ns_fd, port); })) throw std::runtime_error("nothing listens on port " + std::to_string(port));
+}
+
 class ScopedRun {
  public:
   // WITH_SWITCHES: also start the run's supervisor (gobgpd and the FIB

@@ -30,7 +30,7 @@ Daemon iperf_server(ScopedRun& run, const std::string& node, const std::string& 
   spec.log_path = run.registry().dir(run.id()) + "/iperf-server.log";
   auto d = Daemon::start(spec);
   if (!d) throw d.error();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  lanes::test::wait_listening(spec.netns_fd, port);
   return std::move(d).value();
 }
 

@@ -84,7 +84,13 @@ TEST_CASE("daemon stop sends SIGTERM then SIGKILL to a process that ignores it",
   ProcessSpec stubborn{"stubborn", {"sh", "-c", "trap '' TERM; exec sleep 60"}};
   auto b = Daemon::start(stubborn);
   REQUIRE(b.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the trap be installed
+  // the trap is installed once the shell has exec'd sleep (SIG_IGN survives exec)
+  REQUIRE(eventually([&] {
+    std::ifstream comm("/proc/" + std::to_string(b.value().pid()) + "/comm");
+    std::string c;
+    std::getline(comm, c);
+    return c == "sleep";
+  }));
   auto t0 = std::chrono::steady_clock::now();
   auto st2 = b.value().stop(std::chrono::milliseconds(300));
   REQUIRE(st2.ok());
