@@ -65,7 +65,8 @@ struct Injected {
 void lifecycle(const char* vip) {
   lanes::test::require_root();
   Injected t(vip);
-  REQUIRE(eventually([&] { return t.four(); }, std::chrono::seconds(20)));
+  // as for every BGP wait in the root tier: a bound well above the usual 1-3 s
+  REQUIRE(eventually([&] { return t.four(); }, std::chrono::seconds(40)));
   CHECK(rib_paths(t.run, "198.19.0.1/32") == 4);
   CHECK(rib_paths(t.run, "2001:2:0:100::1/128") == 4);
   CHECK(t.run.run_in("storage", {"ping", "-c", "1", "-W", "2", "198.19.0.1"}) == 0);
