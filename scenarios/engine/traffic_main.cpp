@@ -7,8 +7,23 @@
 //       object: per flow the bytes verified and whether it was complete.
 //   lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S]
 //                      [--bind ADDR] [--interval-ms 100]
-//       sends F flows of N bytes each; prints per flow bytes, seconds,
+//       sends F flows of N bytes each (or, with --total T, F flows that share
+//       T bytes chunk by chunk); prints per flow bytes, seconds,
 //       retransmits and errors, and the bytes per interval.
+//   lanes-traffic serve --port P [--seed S]
+//       answers requests {magic, id, length} with LENGTH pattern bytes of
+//       flow ID, on each connection until the client closes it (SIGTERM ends).
+//   lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N
+//       opens C connections at the same moment; each sends R requests of N
+//       bytes one after another and verifies every answer; prints connection
+//       failures, request latency percentiles and the time until all are done.
+//   lanes-traffic probe-recv --port P
+//       counts sequence-numbered UDP probes per path until SIGTERM; prints per
+//       path the probes received, lost and the longest gap between arrivals.
+//   lanes-traffic probe-send --to ADDR --port P --paths N --rate HZ
+//                            [--bind A,B,...] [--seconds S]
+//       sends probes on N paths (one socket and source port each, path i
+//       bound to the i-th address of --bind, cyclically) until SIGTERM.
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,13 +31,17 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <algorithm>
 #include <map>
+#include <sstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -36,7 +55,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr uint32_t kMagic = 0x4c4e5331;  // "LNS1"
+constexpr uint32_t kMagic = 0x4c4e5331;     // "LNS1": a flow
+constexpr uint32_t kReqMagic = 0x4c4e5231;  // "LNR1": a request
+constexpr uint64_t kUntilEof = ~uint64_t{0};
+constexpr uint32_t kProbeMagic = 0x4c4e5031;  // "LNP1": a probe
 std::atomic<bool> g_stop{false};
 extern "C" void on_term(int) { g_stop = true; }
 
@@ -139,7 +161,10 @@ int recv_main(int argc, char** argv) {
           c.v->feed(std::span<const uint8_t>(buf.data() + off, static_cast<size_t>(r) - off));
       }
       if (closed) {
-        bool ok = c.v && !c.v->first_bad() && c.v->verified() == c.h.bytes;
+        // a striped flow's length is not known up front (kUntilEof): it is
+        // complete when its stream ended cleanly, and the runner checks its
+        // length against what the sender reports
+        bool ok = c.v && !c.v->first_bad() && (c.h.bytes == kUntilEof || c.v->verified() == c.h.bytes);
         nlohmann::json f = {{"flow", c.v ? c.h.flow : 0}, {"expected", c.v ? c.h.bytes : 0},
                             {"verified", c.v ? c.v->verified() : 0}, {"complete", ok},
                             {"seconds", std::chrono::duration<double>(Clock::now() - c.start).count()}};
@@ -176,6 +201,12 @@ int send_main(int argc, char** argv) {
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   int interval_ms = std::stoi(arg(argc, argv, "--interval-ms").value_or("100"));
   auto bind_to = arg(argc, argv, "--bind");
+  // --total T: the flows share T bytes, taking CHUNK bytes at a time as they
+  // drain (a striped checkpoint: every flow stays busy until the end)
+  std::optional<uint64_t> total_budget;
+  if (auto t = arg(argc, argv, "--total")) total_budget = std::stoull(*t);
+  uint64_t chunk_size = std::stoull(arg(argc, argv, "--chunk").value_or("1048576"));
+  uint64_t budget = total_budget.value_or(0);
   sockaddr_storage dst{};
   socklen_t dlen = 0;
   if (!make_addr(*to, port, dst, dlen)) {
@@ -187,6 +218,7 @@ int send_main(int argc, char** argv) {
     uint32_t id = 0;
     Pattern pattern{0, 0};
     uint64_t sent = 0;  // pattern bytes sent
+    uint64_t allowed = 0;  // bytes this flow may send (striped: grows chunk by chunk)
     size_t hdr_sent = 0;
     bool done = false, eof = false;
     std::string error;
@@ -201,6 +233,7 @@ int send_main(int argc, char** argv) {
     Flow& f = flows[static_cast<size_t>(i)];
     f.id = static_cast<uint32_t>(i);
     f.pattern = Pattern(seed, f.id);
+    f.allowed = total_budget ? 0 : bytes;
     f.fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (bind_to) {
       sockaddr_storage src{};
@@ -243,13 +276,27 @@ int send_main(int argc, char** argv) {
       if (!f.done && (evs[i].events & EPOLLOUT)) {
         while (!f.done) {
           if (f.hdr_sent < sizeof(Header)) {
-            Header h{kMagic, f.id, bytes};
+            Header h{kMagic, f.id, total_budget ? kUntilEof : bytes};
             ssize_t w = ::send(f.fd, reinterpret_cast<uint8_t*>(&h) + f.hdr_sent, sizeof h - f.hdr_sent, MSG_NOSIGNAL);
             if (w < 0) break;
             f.hdr_sent += static_cast<size_t>(w);
             continue;
           }
-          size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), bytes - f.sent));
+          if (f.sent == f.allowed && total_budget && budget > 0) {
+            uint64_t take = std::min(chunk_size, budget);
+            budget -= take;
+            f.allowed += take;
+          }
+          size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), f.allowed - f.sent));
+          if (len == 0) {  // nothing left for this flow
+            f.done = true;
+            ::shutdown(f.fd, SHUT_WR);
+            epoll_event e{};
+            e.events = EPOLLIN | EPOLLRDHUP;
+            e.data.u32 = evs[i].data.u32;
+            ::epoll_ctl(ep, EPOLL_CTL_MOD, f.fd, &e);
+            break;
+          }
           f.pattern.fill(f.sent, std::span<uint8_t>(chunk.data(), len));
           ssize_t w = ::send(f.fd, chunk.data(), len, MSG_NOSIGNAL);
           if (w < 0) {
@@ -263,7 +310,7 @@ int send_main(int argc, char** argv) {
           f.sent += static_cast<uint64_t>(w);
           if (f.per_interval.size() <= slot) f.per_interval.resize(slot + 1, 0);
           f.per_interval[slot] += static_cast<uint64_t>(w);
-          if (f.sent == bytes) {
+          if (f.sent == f.allowed && (!total_budget || budget == 0)) {
             f.done = true;
             ::shutdown(f.fd, SHUT_WR);
             epoll_event e{};
@@ -296,7 +343,7 @@ int send_main(int argc, char** argv) {
   size_t slots = 0;
   for (auto& f : flows) {
     total += f.sent;
-    errors += !f.error.empty() || f.sent != bytes;
+    errors += !f.error.empty() || f.sent != f.allowed || !f.done;
     slots = std::max(slots, f.per_interval.size());
     out.push_back({{"flow", f.id}, {"bytes", f.sent}, {"retransmits", f.retransmits}, {"error", f.error},
                    {"seconds", std::chrono::duration<double>(f.end - f.start).count()},
@@ -314,6 +361,7 @@ int send_main(int argc, char** argv) {
     for (size_t i = skip; i + 1 < slots; ++i) b += sums[i];
     steady = static_cast<double>(b) * 8 / (static_cast<double>(slots - 1 - skip) * interval_ms / 1000.0) / 1e9;
   }
+  if (total_budget && total != *total_budget) ++errors;  // stopped before the checkpoint was out
   std::cout << nlohmann::json{{"role", "send"},       {"flows", out},        {"bytes", total},
                               {"steady_gbps", steady}, {"interval_bytes", sums},
                               {"seconds", secs},      {"gbps", secs > 0 ? total * 8 / secs / 1e9 : 0},
@@ -321,6 +369,404 @@ int send_main(int argc, char** argv) {
                    .dump()
             << "\n";
   return errors ? 1 : 0;
+}
+
+
+int listen_tcp(int port) {
+  int ls = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1, zero = 0;
+  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ::setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(static_cast<uint16_t>(port));
+  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(ls, 4096)) {
+    std::cerr << "lanes-traffic: port " << port << ": " << std::strerror(errno) << "\n";
+    ::close(ls);
+    return -1;
+  }
+  return ls;
+}
+
+int serve_main(int argc, char** argv) {
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5401"));
+  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+  int ls = listen_tcp(port);
+  if (ls < 0) return 1;
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = ls;
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev);
+  struct Conn {
+    uint8_t hdr[sizeof(Header)];
+    size_t hdr_got = 0;
+    Header h{};
+    uint64_t sent = 0;
+    bool sending = false;
+  };
+  std::map<int, Conn> conns;
+  std::vector<uint8_t> chunk(1 << 16);
+  uint64_t served = 0, requests = 0, accepted = 0;
+  auto close_conn = [&](int fd) {
+    ::close(fd);
+    conns.erase(fd);
+  };
+  while (!g_stop) {
+    epoll_event evs[128];
+    int n = ::epoll_wait(ep, evs, 128, 200);
+    for (int i = 0; i < n; ++i) {
+      int fd = evs[i].data.fd;
+      if (fd == ls) {
+        for (;;) {
+          int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (c < 0) break;
+          ++accepted;
+          epoll_event e{};
+          e.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+          e.data.fd = c;
+          ::epoll_ctl(ep, EPOLL_CTL_ADD, c, &e);
+          conns[c];
+        }
+        continue;
+      }
+      auto it = conns.find(fd);
+      if (it == conns.end()) continue;
+      Conn& c = it->second;
+      bool closed = false;
+      for (bool progress = true; progress && !closed;) {
+        progress = false;
+        if (!c.sending) {
+          ssize_t r = ::read(fd, c.hdr + c.hdr_got, sizeof(Header) - c.hdr_got);
+          if (r == 0 || (r < 0 && errno != EAGAIN)) closed = true;
+          if (r > 0) {
+            c.hdr_got += static_cast<size_t>(r);
+            progress = true;
+            if (c.hdr_got == sizeof(Header)) {
+              std::memcpy(&c.h, c.hdr, sizeof(Header));
+              if (c.h.magic != kReqMagic) closed = true;
+              c.sending = true;
+              c.sent = 0;
+              c.hdr_got = 0;
+              ++requests;
+            }
+          }
+        } else {
+          Pattern p(seed, c.h.flow);
+          size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), c.h.bytes - c.sent));
+          if (len == 0) {
+            c.sending = false;
+            progress = true;
+            continue;
+          }
+          p.fill(c.sent, std::span<uint8_t>(chunk.data(), len));
+          ssize_t w = ::send(fd, chunk.data(), len, MSG_NOSIGNAL);
+          if (w < 0 && errno != EAGAIN) closed = true;
+          if (w > 0) {
+            c.sent += static_cast<uint64_t>(w);
+            served += static_cast<uint64_t>(w);
+            progress = true;
+          }
+        }
+      }
+      if (closed) close_conn(fd);
+    }
+  }
+  std::cout << nlohmann::json{{"role", "serve"}, {"connections", accepted}, {"requests", requests},
+                              {"bytes", served}}
+                   .dump()
+            << "\n";
+  return 0;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int fetch_main(int argc, char** argv) {
+  auto to = arg(argc, argv, "--to");
+  if (!to) {
+    std::cerr << "lanes-traffic fetch: --to ADDR is required\n";
+    return 2;
+  }
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5401"));
+  int nconns = std::stoi(arg(argc, argv, "--conns").value_or("1"));
+  int nreq = std::stoi(arg(argc, argv, "--requests").value_or("1"));
+  uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("65536"));
+  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+  double timeout_s = std::stod(arg(argc, argv, "--timeout").value_or("120"));
+  auto bind_to = arg(argc, argv, "--bind");
+  sockaddr_storage dst{};
+  socklen_t dlen = 0;
+  if (!make_addr(*to, port, dst, dlen)) {
+    std::cerr << "lanes-traffic fetch: bad address " << *to << "\n";
+    return 2;
+  }
+  struct Conn {
+    int fd = -1;
+    int done_requests = 0;
+    uint32_t id = 0;
+    bool req_sent = false, connected = false, finished = false;
+    std::string error;
+    std::optional<Verifier> v;
+    Clock::time_point req_start;
+  };
+  std::vector<Conn> conns(static_cast<size_t>(nconns));
+  std::vector<double> latencies_ms;
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  auto t0 = Clock::now();
+  int open = 0;
+  for (int i = 0; i < nconns; ++i) {
+    Conn& c = conns[static_cast<size_t>(i)];
+    c.fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (bind_to) {
+      sockaddr_storage src{};
+      socklen_t slen = 0;
+      make_addr(*bind_to, 0, src, slen);
+      ::bind(c.fd, reinterpret_cast<sockaddr*>(&src), slen);
+    }
+    if (::connect(c.fd, reinterpret_cast<sockaddr*>(&dst), dlen) != 0 && errno != EINPROGRESS) {
+      c.error = std::string("connect: ") + std::strerror(errno);
+      c.finished = true;
+      continue;
+    }
+    epoll_event e{};
+    e.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+    e.data.u32 = static_cast<uint32_t>(i);
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &e);
+    ++open;
+  }
+  std::vector<uint8_t> buf(1 << 16);
+  uint64_t verified = 0;
+  bool all_ok = true;
+  while (open > 0 && !g_stop) {
+    if (std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) break;
+    epoll_event evs[128];
+    int n = ::epoll_wait(ep, evs, 128, 200);
+    for (int k = 0; k < n; ++k) {
+      auto idx = evs[k].data.u32;
+      Conn& c = conns[idx];
+      if (c.finished) continue;
+      auto fail = [&](const std::string& why) {
+        c.error = why;
+        c.finished = true;
+        --open;
+        ::epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+      };
+      if (evs[k].events & EPOLLERR) {
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+        fail(std::string(c.connected ? "" : "connect: ") + std::strerror(soerr ? soerr : EIO));
+        continue;
+      }
+      if (!c.req_sent && (evs[k].events & EPOLLOUT)) {
+        c.connected = true;
+        c.id = static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
+        Header h{kReqMagic, c.id, bytes};
+        ssize_t w = ::send(c.fd, &h, sizeof h, MSG_NOSIGNAL);  // 16 bytes into an empty buffer
+        if (w != static_cast<ssize_t>(sizeof h)) {
+          fail(std::string("send: ") + std::strerror(errno));
+          continue;
+        }
+        c.req_sent = true;
+        c.req_start = Clock::now();
+        c.v.emplace(seed, c.id);
+        epoll_event e{};
+        e.events = EPOLLIN | EPOLLRDHUP;
+        e.data.u32 = idx;
+        ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &e);
+      }
+      if (c.req_sent && (evs[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
+        for (;;) {
+          uint64_t want = bytes - c.v->verified();
+          ssize_t r = ::read(c.fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), want)));
+          if (r < 0 && errno == EAGAIN) break;
+          if (r <= 0) {
+            fail(r == 0 ? "the server closed the connection" : std::string("read: ") + std::strerror(errno));
+            break;
+          }
+          if (!c.v->feed(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)))) {
+            all_ok = false;
+            fail("wrong byte at offset " + std::to_string(*c.v->first_bad()));
+            break;
+          }
+          if (c.v->verified() == bytes) {
+            verified += bytes;
+            latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.req_start).count());
+            ++c.done_requests;
+            c.req_sent = false;
+            if (c.done_requests == nreq) {
+              c.finished = true;
+              --open;
+              ::epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
+              ::close(c.fd);
+              c.fd = -1;
+            } else {
+              epoll_event e{};
+              e.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+              e.data.u32 = idx;
+              ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &e);
+            }
+            break;
+          }
+        }
+      }
+    }
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  int failures = 0, connect_failures = 0, done = 0;
+  nlohmann::json errors = nlohmann::json::array();
+  for (auto& c : conns) {
+    if (c.done_requests == nreq) {
+      ++done;
+    } else {
+      ++failures;
+      if (!c.connected) ++connect_failures;
+      if (errors.size() < 10) errors.push_back(c.error.empty() ? std::string("timed out") : c.error);
+    }
+    if (c.fd >= 0) ::close(c.fd);
+  }
+  std::cout << nlohmann::json{{"role", "fetch"},
+                              {"connections", nconns},
+                              {"completed", done},
+                              {"connection_errors", failures},
+                              {"connect_failures", connect_failures},
+                              {"requests", latencies_ms.size()},
+                              {"verified_bytes", verified},
+                              {"all_verified", all_ok && failures == 0},
+                              {"seconds", secs},
+                              {"latency_ms",
+                               {{"p50", percentile(latencies_ms, 0.50)},
+                                {"p99", percentile(latencies_ms, 0.99)},
+                                {"max", percentile(latencies_ms, 1.0)}}},
+                              {"errors", errors}}
+                   .dump()
+            << "\n";
+  return failures ? 1 : 0;
+}
+
+struct Probe {
+  uint32_t magic;
+  uint32_t path;
+  uint64_t seq;
+};
+
+int probe_recv_main(int argc, char** argv) {
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+  int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int zero = 0;
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  int rcvbuf = 4 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a)) {
+    std::cerr << "lanes-traffic probe-recv: port " << port << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  timeval tv{0, 200000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct Path {
+    uint64_t received = 0, max_seq = 0;
+    Clock::time_point first, last;
+    double longest_gap_ms = 0;
+    double gap_at_s = 0;
+  };
+  std::map<uint32_t, Path> paths;
+  auto t0 = Clock::now();
+  while (!g_stop) {
+    Probe p{};
+    ssize_t r = ::recv(fd, &p, sizeof p, 0);
+    if (r != static_cast<ssize_t>(sizeof p) || p.magic != kProbeMagic) continue;
+    auto now = Clock::now();
+    Path& x = paths[p.path];
+    if (x.received == 0) {
+      x.first = now;
+    } else {
+      double gap = std::chrono::duration<double, std::milli>(now - x.last).count();
+      if (gap > x.longest_gap_ms) {
+        x.longest_gap_ms = gap;
+        x.gap_at_s = std::chrono::duration<double>(x.last - t0).count();
+      }
+    }
+    x.last = now;
+    ++x.received;
+    x.max_seq = std::max(x.max_seq, p.seq);
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, x] : paths) {
+    uint64_t sent = x.max_seq + 1;
+    out.push_back({{"path", id},
+                   {"received", x.received},
+                   {"lost", sent > x.received ? sent - x.received : 0},
+                   {"longest_gap_ms", x.longest_gap_ms},
+                   {"gap_started_s", x.gap_at_s}});
+  }
+  std::cout << nlohmann::json{{"role", "probe-recv"}, {"paths", out}}.dump() << "\n";
+  return 0;
+}
+
+int probe_send_main(int argc, char** argv) {
+  auto to = arg(argc, argv, "--to");
+  if (!to) {
+    std::cerr << "lanes-traffic probe-send: --to ADDR is required\n";
+    return 2;
+  }
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+  int npaths = std::stoi(arg(argc, argv, "--paths").value_or("1"));
+  double rate = std::stod(arg(argc, argv, "--rate").value_or("1000"));
+  double seconds = std::stod(arg(argc, argv, "--seconds").value_or("0"));
+  std::vector<std::string> binds;
+  if (auto b = arg(argc, argv, "--bind")) {
+    std::stringstream ss(*b);
+    for (std::string x; std::getline(ss, x, ',');) binds.push_back(x);
+  }
+  sockaddr_storage dst{};
+  socklen_t dlen = 0;
+  if (!make_addr(*to, port, dst, dlen) || npaths < 1 || rate <= 0) {
+    std::cerr << "lanes-traffic probe-send: bad --to, --paths or --rate\n";
+    return 2;
+  }
+  std::vector<int> fds;
+  for (int i = 0; i < npaths; ++i) {
+    int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (!binds.empty()) {
+      sockaddr_storage src{};
+      socklen_t slen = 0;
+      make_addr(binds[static_cast<size_t>(i) % binds.size()], 0, src, slen);
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&src), slen) != 0) {
+        std::cerr << "lanes-traffic probe-send: bind " << binds[static_cast<size_t>(i) % binds.size()] << ": "
+                  << std::strerror(errno) << "\n";
+        return 1;
+      }
+    }
+    ::connect(fd, reinterpret_cast<sockaddr*>(&dst), dlen);
+    fds.push_back(fd);
+  }
+  auto period = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / rate));
+  auto t0 = Clock::now();
+  uint64_t seq = 0, send_errors = 0;
+  while (!g_stop) {
+    auto due = t0 + period * static_cast<int64_t>(seq);
+    std::this_thread::sleep_until(due);
+    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() >= seconds) break;
+    for (int i = 0; i < npaths; ++i) {
+      Probe p{kProbeMagic, static_cast<uint32_t>(i), seq};
+      if (::send(fds[static_cast<size_t>(i)], &p, sizeof p, 0) < 0) ++send_errors;
+    }
+    ++seq;
+  }
+  for (int fd : fds) ::close(fd);
+  std::cout << nlohmann::json{{"role", "probe-send"}, {"paths", npaths}, {"sent_per_path", seq},
+                              {"send_errors", send_errors}}
+                   .dump()
+            << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -334,8 +780,18 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "recv") return recv_main(argc, argv);
   if (mode == "send") return send_main(argc, argv);
+  if (mode == "serve") return serve_main(argc, argv);
+  if (mode == "fetch") return fetch_main(argc, argv);
+  if (mode == "probe-recv") return probe_recv_main(argc, argv);
+  if (mode == "probe-send") return probe_send_main(argc, argv);
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
                "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] "
-               "[--interval-ms MS]\n";
+               "[--interval-ms MS]\n"
+               "       lanes-traffic serve --port P [--seed S]\n"
+               "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "
+               "[--timeout SECONDS]\n"
+               "       lanes-traffic probe-recv --port P\n"
+               "       lanes-traffic probe-send --to ADDR --port P --paths N --rate HZ [--bind A,B,...] "
+               "[--seconds S]\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

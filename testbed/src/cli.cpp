@@ -18,6 +18,7 @@
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/graph.hpp"
 #include "lanes/testbed/interrupt.hpp"
+#include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/switch_config.hpp"
@@ -35,11 +36,6 @@ constexpr int kOk = 0;
 constexpr int kFailure = 1;
 constexpr int kBadInput = 2;
 
-// A usage problem on the command line: printed with the command's usage, exit 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 struct Command {
   const char* name;
   const char* args;
@@ -47,7 +43,18 @@ struct Command {
   int (*fn)(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 };
 
-extern const std::vector<Command> kCommands;
+extern const std::vector<Command> kBuiltins;
+
+// The built-in commands, then those other modules registered.
+std::vector<Command>& registered() {
+  static std::vector<Command> r;
+  return r;
+}
+std::vector<Command> all_commands() {
+  std::vector<Command> all = kBuiltins;
+  for (const auto& c : registered()) all.push_back(c);
+  return all;
+}
 
 std::string usage_line(const Command& c) { return fmt::format("lanes {} {}", c.name, c.args); }
 
@@ -55,42 +62,21 @@ void print_main_help(std::ostream& out) {
   out << "lanes " << kVersion
       << " — network emulation testbed for multi-NIC AI training hosts\n\n"
          "usage: lanes [--log-level debug|info|warn|error] COMMAND [ARGS]\n\ncommands:\n";
-  for (const auto& c : kCommands) out << fmt::format("  {:<44} {}\n", fmt::format("{} {}", c.name, c.args), c.summary);
+  for (const auto& c : all_commands()) out << fmt::format("  {:<44} {}\n", fmt::format("{} {}", c.name, c.args), c.summary);
   out << "\n'lanes COMMAND --help' describes a command. Exit codes: 0 ok, 1 failure, 2 bad input.\n"
          "Runs keep their state in $LANES_STATE_DIR (default /run/lanes).\n";
 }
 
-// Parses ARGS with DESC and POSITIONAL; prints help and returns false on --help.
 bool parse(const std::vector<std::string>& args, const Command& cmd, po::options_description& desc,
            const po::positional_options_description& pos, po::variables_map& vm, std::ostream& out,
            const char* details = nullptr) {
-  desc.add_options()("help,h", "show this help");
-  try {
-    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
-    if (vm.count("help")) {
-      out << "usage: " << usage_line(cmd) << "\n\n" << cmd.summary << "\n";
-      if (details) out << "\n" << details << "\n";
-      out << "\n" << desc << "\n";
-      return false;
-    }
-    po::notify(vm);  // required arguments are checked only when help was not asked for
-  } catch (const po::error& e) {
-    throw UsageError(fmt::format("{}\nusage: {}", e.what(), usage_line(cmd)));
-  }
-  return true;
+  return parse_command_line(args, cmd.name, cmd.args, cmd.summary, desc, pos, vm, out, details);
 }
 
 const Command& cmd_named(const char* name) {
-  for (const auto& c : kCommands)
+  for (const auto& c : kBuiltins)
     if (std::string_view(c.name) == name) return c;
   throw std::logic_error("no command");
-}
-
-bool have_privileges(std::ostream& err, const char* what) {
-  if (::geteuid() == 0) return true;
-  err << "lanes " << what << ": needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to create network "
-      << "namespaces)\n";
-  return false;
 }
 
 std::string fmt_ms(std::chrono::microseconds us) { return fmt::format("{:.1f} ms", us.count() / 1000.0); }
@@ -179,67 +165,16 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
         << ")\n";
     return kBadInput;
   }
-  auto lock = reg.create(run_id);
-  if (!lock) {
-    err << "lanes up: " << lock.error().what() << "\n";
-    return kFailure;
-  }
-  log::add_file_sink(reg.dir(run_id) + "/lanes.log");
-  RunState state;
-  state.id = run_id;
-  state.topology_name = topo.name;
-  state.topology_file = std::filesystem::absolute(file).string();
-  state.phase = "creating";
-  state.owner = ::getpid();
-  state.created_unix = static_cast<int64_t>(std::time(nullptr));
-  {
-    std::ofstream copy(reg.dir(run_id) + "/topology.xml", std::ios::binary);
-    copy << read_file(file);
-  }
-  if (auto st = reg.save(state); !st) {
-    err << "lanes up: " << st.error().what() << "\n";
-    (void)reg.remove_dir(run_id);
-    return kFailure;
-  }
   install_interrupt_handlers();  // ^C while building: roll back, then exit
-  auto tb = Testbed::build(topo, run_id);
-  if (!tb) {
-    err << "lanes up: " << tb.error().what() << "\n";
-    (void)reg.remove_dir(run_id);
+  auto run = LiveRun::start(topo, reg, {run_id, read_file(file), std::filesystem::absolute(file).string()});
+  if (!run) {
+    err << "lanes up: " << run.error().what() << "\n";
     return kFailure;
   }
-  std::chrono::microseconds switches_us{0};
-  DeployContext ctx{tb.value(), reg, run_id, {}, self_dir(), {}};
-  if (have_deployers()) ctx.features = probe_kernel_features();
-  if (have_deployers() || has_switches(topo)) {
-    auto t0 = std::chrono::steady_clock::now();
-    auto rollback = [&](const std::string& why) {
-      err << "lanes up: " << why << "\n";
-      auto rep = teardown_run(run_id, state.daemons);
-      for (const auto& e : rep.errors) err << "lanes up: cleanup: " << e << "\n";
-      // keep the logs of a failed start for the user: move them aside
-      std::error_code ec;
-      std::string keep = "/tmp/lanes-failed-" + run_id;
-      std::filesystem::remove_all(keep, ec);
-      std::filesystem::rename(reg.dir(run_id) + "/logs", keep, ec);
-      if (!ec) err << "lanes up: logs kept in " << keep << "\n";
-      (void)reg.remove_dir(run_id);
-      return kFailure;
-    };
-    if (auto st = run_deployers(ctx); !st) return rollback(st.error().what());
-    if (auto st = write_daemon_requests(reg, run_id, ctx.daemons); !st) return rollback(st.error().what());
-    if (auto st = write_switch_configs(topo, reg, run_id); !st) return rollback(st.error().what());
-    auto sup = start_supervisor(reg, run_id, std::chrono::seconds(30));
-    if (!sup) return rollback(sup.error().what());
-    state.daemons.push_back(sup.value());
-    switches_us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
-  }
-  state.phase = "up";
-  if (auto st = reg.save(state); !st) {
-    err << "lanes up: " << st.error().what() << "\n";
-    return kFailure;
-  }
-  const auto& tm = tb.value().timings();
+  log::add_file_sink(run.value().dir() + "/lanes.log");
+  std::chrono::microseconds switches_us = run.value().daemons_took();
+  const BuildTimings tm = run.value().tb().timings();
+  run.value().keep();
   if (vm.count("json")) {
     nlohmann::json j = {{"run_id", run_id},
                         {"topology", topo.name},
@@ -300,10 +235,10 @@ const char* session_state_name(int s) {
 
 // A switch's BGP sessions (from gobgpd), its groups (from its FIB agent) and
 // its daemons (from the supervisor).
-nlohmann::json switch_status(const RunRegistry& reg, const std::string& id, const Node& n, const Netns& ns) {
+nlohmann::json switch_status(const RunRegistry& reg, const std::string& id, const Node& n, int ns_fd) {
   nlohmann::json j;
   ProcessSpec spec{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(kGobgpApiPort), "neighbor", "-j"}};
-  spec.netns_fd = ns.fd();
+  spec.netns_fd = ns_fd;
   spec.new_session = false;
   auto r = run_capture(spec, std::chrono::seconds(3));
   nlohmann::json sessions = nlohmann::json::array();
@@ -311,7 +246,7 @@ nlohmann::json switch_status(const RunRegistry& reg, const std::string& id, cons
   auto gobgp_json = [&](std::vector<std::string> args) -> nlohmann::json {
     ProcessSpec q{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(kGobgpApiPort)}};
     q.argv.insert(q.argv.end(), args.begin(), args.end());
-    q.netns_fd = ns.fd();
+    q.netns_fd = ns_fd;
     q.new_session = false;
     auto out = run_capture(q, std::chrono::seconds(3));
     if (!out || out.value().status != 0 || out.value().out.find_first_not_of(" \n") == std::string::npos) return {};
@@ -415,7 +350,7 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id) {
     }
     auto ns = Netns::open(nsname);
     jn["present"] = ns.ok();
-    if (ns && (n.kind == NodeKind::rack_switch || n.kind == NodeKind::spine)) jn["bgp"] = switch_status(reg, id, n, ns.value());
+    if (ns && (n.kind == NodeKind::rack_switch || n.kind == NodeKind::spine)) jn["bgp"] = switch_status(reg, id, n, ns.value().fd());
     if (n.kind == NodeKind::host) {
       // the host agent's view: NIC state, counters, BPF flows per NIC
       try {
@@ -878,7 +813,7 @@ int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::
   return run_supervisor(run);
 }
 
-const std::vector<Command> kCommands = {
+const std::vector<Command> kBuiltins = {
     {"validate", "FILE...", "check topology files and summarise them", cmd_validate},
     {"up", "FILE [--run-id ID] [--json]", "build a topology and leave it running", cmd_up},
     {"status", "[RUN] [--json]", "list runs, or show one run's nodes and interfaces", cmd_status},
@@ -892,6 +827,43 @@ const std::vector<Command> kCommands = {
 };
 
 }  // namespace
+
+bool have_privileges(std::ostream& err, const char* what) {
+  if (::geteuid() == 0) return true;
+  err << "lanes " << what << ": needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to create network "
+      << "namespaces)\n";
+  return false;
+}
+
+bool parse_command_line(const std::vector<std::string>& args, const std::string& name, const std::string& usage_args,
+                        const std::string& summary, po::options_description& desc,
+                        const po::positional_options_description& pos, po::variables_map& vm, std::ostream& out,
+                        const char* details) {
+  std::string usage = fmt::format("lanes {} {}", name, usage_args);
+  desc.add_options()("help,h", "show this help");
+  try {
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      out << "usage: " << usage << "\n\n" << summary << "\n";
+      if (details) out << "\n" << details << "\n";
+      out << "\n" << desc << "\n";
+      return false;
+    }
+    po::notify(vm);  // required arguments are checked only when help was not asked for
+  } catch (const po::error& e) {
+    throw UsageError(fmt::format("{}\nusage: {}", e.what(), usage));
+  }
+  return true;
+}
+
+nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& run_id, const Node& node,
+                                  int netns_fd) {
+  return switch_status(reg, run_id, node, netns_fd);
+}
+
+void register_command(const char* name, const char* args, const char* summary, CommandFn fn) {
+  registered().push_back({name, args, summary, fn});
+}
 
 int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -935,7 +907,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     }
   }
   std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
-  for (const auto& c : kCommands) {
+  for (const auto& c : all_commands()) {
     if (name != c.name) continue;
     try {
       return c.fn(rest, out, err);

@@ -49,6 +49,11 @@ int run_supervisor(const std::string& run_id);
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
                                       std::chrono::seconds timeout, const std::string& lanes_bin = "");
 
+// What `lanes status` shows for switch NODE of a running run: BGP sessions
+// (state, received, accepted, rejected), the FIB agent's routes, daemons.
+nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& run_id, const Node& node,
+                                  int netns_fd);
+
 // The directory of the running lanes binary (the agent lives beside it).
 std::string self_dir();
 

@@ -1,0 +1,120 @@
+#pragma once
+// The result model of `lanes run`: what a scenario measured and concluded.
+// The scenario runner fills it; the writers (JUnit XML, JSON, HTML, the
+// terminal summary) only read it, and `lanes report` / `lanes compare`
+// rebuild it from results.json.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace lanes::reports {
+
+// A conclusion: one per <assert> and one per bounded wait.
+struct Assertion {
+  std::string name;      // "throughput-ratio save", "wait members h1 = 4"
+  std::string phase;     // "" for assertions across phases
+  int line = 0;          // in the scenario file
+  bool passed = false;
+  std::string expected;  // "≥ 3.80"
+  std::string measured;  // "3.93"
+  std::string message;   // why it failed, or a note
+};
+
+// Samples at a fixed interval, e.g. Gbit/s through one NIC.
+struct Series {
+  std::string name;  // "h1 nic0 tx"
+  std::string unit;  // "Gbit/s"
+  double interval_s = 0.1;
+  std::vector<double> values;
+};
+
+// Something that happened at a time: a fault, a mark, a workload start.
+struct Marker {
+  double t_s = 0;  // since the phase started
+  std::string label;
+  std::string kind;  // "fault", "mark", "workload"
+};
+
+struct WorkloadResult {
+  std::string name;
+  std::string type;  // checkpoint-save, checkpoint-restore, ingest, bootstrap, probe
+  std::string host;  // the job host it measures ("" for several)
+  double start_s = 0, end_s = 0;  // since the phase started
+  nlohmann::json figures = nlohmann::json::object();  // gbps, seconds, connection_errors, ...
+  std::vector<double> nic_share;  // percent of the host's NIC bytes per NIC during the workload
+};
+
+struct PhaseResult {
+  std::string name;
+  std::string run_id;
+  nlohmann::json config = nlohmann::json::object();  // egress, nics, rate, ...
+  double duration_s = 0;
+  std::vector<Series> series;  // per NIC throughput of every job host
+  std::vector<Marker> markers;
+  std::vector<WorkloadResult> workloads;
+  const WorkloadResult* workload(const std::string& name) const;
+};
+
+// The topology as drawn in the report.
+struct TopologyView {
+  struct Node {
+    std::string name, kind, rack;
+  };
+  struct Link {
+    std::string a, b, kind;
+  };
+  std::string name;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+};
+
+struct ScenarioResult {
+  std::string name;
+  std::string description;
+  std::string file;
+  bool passed = false;
+  std::string error;  // set when the scenario could not run to the end
+  double duration_s = 0;
+  TopologyView topology;
+  std::vector<PhaseResult> phases;
+  std::vector<Assertion> assertions;
+  std::string log_tail;
+  const PhaseResult* phase(const std::string& name) const;
+};
+
+struct RunResult {
+  std::string lanes_version, kernel, gobgpd;
+  nlohmann::json features = nlohmann::json::object();
+  uint64_t seed = 1;
+  std::string started;  // ISO 8601, UTC
+  double duration_s = 0;
+  std::vector<ScenarioResult> scenarios;
+  bool passed() const;
+  int assertions_failed() const;
+  int assertions_total() const;
+};
+
+void to_json(nlohmann::json& j, const Assertion& a);
+void from_json(const nlohmann::json& j, Assertion& a);
+void to_json(nlohmann::json& j, const Series& s);
+void from_json(const nlohmann::json& j, Series& s);
+void to_json(nlohmann::json& j, const Marker& m);
+void from_json(const nlohmann::json& j, Marker& m);
+void to_json(nlohmann::json& j, const WorkloadResult& w);
+void from_json(const nlohmann::json& j, WorkloadResult& w);
+void to_json(nlohmann::json& j, const PhaseResult& p);
+void from_json(const nlohmann::json& j, PhaseResult& p);
+void to_json(nlohmann::json& j, const TopologyView& t);
+void from_json(const nlohmann::json& j, TopologyView& t);
+void to_json(nlohmann::json& j, const ScenarioResult& s);
+void from_json(const nlohmann::json& j, ScenarioResult& s);
+void to_json(nlohmann::json& j, const RunResult& r);
+void from_json(const nlohmann::json& j, RunResult& r);
+
+// results.json: writing and reading back (throws std::runtime_error with
+// the path on a file that is not a lanes result).
+void write_results_json(const RunResult& r, const std::string& path);
+RunResult read_results_json(const std::string& path);
+
+}  // namespace lanes::reports

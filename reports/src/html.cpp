@@ -1,0 +1,398 @@
+// The HTML report: one file, inline CSS and SVG drawn here, no scripts
+// and nothing fetched, so it opens the same offline, in CI artefacts and
+// in mail.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "lanes/reports/writers.hpp"
+
+namespace lanes::reports {
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (char c : s) switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  return o;
+}
+
+const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                          "#bcbd22", "#17becf"};
+
+const char* kCss = R"(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:18px 28px}header h1{margin:0;font-size:22px}
+header .meta{opacity:.8;font-size:13px;margin-top:4px}
+main{padding:20px 28px;max-width:1200px}
+section{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:16px 20px;margin:0 0 18px}
+h2{margin:0 0 10px;font-size:18px}h3{margin:16px 0 8px;font-size:15px}
+table{border-collapse:collapse;width:100%;font-size:13px}th,td{text-align:left;padding:5px 8px;border-bottom:1px solid #eceff3;vertical-align:top}
+th{background:#f0f2f5;font-weight:600}
+.pass{color:#13795b;font-weight:600}.fail{color:#c62828;font-weight:600}
+.badge{display:inline-block;padding:2px 10px;border-radius:12px;font-weight:600;font-size:13px}
+.badge.pass{background:#dff3ea}.badge.fail{background:#fde2e2}
+.charts{display:flex;flex-wrap:wrap;gap:14px}.chart{border:1px solid #eceff3;border-radius:6px;padding:6px}
+.chart .title{font-size:12px;color:#5b6472;margin:0 0 2px 4px}
+.muted{color:#6b7482}.diff{background:#fff4c2}
+pre{background:#f0f2f5;padding:8px;overflow:auto;font-size:12px;max-height:240px}
+svg text{font-family:system-ui,sans-serif}
+)";
+
+// A line chart of SERIES (one colour each) over time, with MARKERS as
+// dashed vertical lines and SPANS shaded.
+std::string line_chart(const std::vector<const Series*>& series, const std::vector<std::string>& labels,
+                       const std::vector<Marker>& markers, const std::vector<std::pair<double, double>>& spans,
+                       const std::string& unit) {
+  const int W = 560, H = 230, L = 48, R = 12, T = 12, B = 40;
+  double tmax = 0, vmax = 0;
+  for (const auto* s : series) {
+    tmax = std::max(tmax, static_cast<double>(s->values.size()) * s->interval_s);
+    for (double v : s->values) vmax = std::max(vmax, v);
+  }
+  for (const auto& m : markers) tmax = std::max(tmax, m.t_s);
+  if (tmax <= 0) tmax = 1;
+  vmax = vmax <= 0 ? 1 : vmax * 1.1;
+  // a round step for the y axis
+  double step = std::pow(10, std::floor(std::log10(vmax / 4)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (vmax / (step * m) <= 5) {
+      step *= m;
+      break;
+    }
+  auto X = [&](double t) { return L + (W - L - R) * t / tmax; };
+  auto Y = [&](double v) { return T + (H - T - B) * (1 - v / vmax); };
+  std::ostringstream o;
+  o << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)",
+                   W, H, W, H);
+  for (const auto& [a, b] : spans)
+    o << fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="#eef3fb"/>)", X(a), T,
+                     std::max(1.0, X(b) - X(a)), H - T - B);
+  for (double v = 0; v <= vmax + 1e-9; v += step)
+    o << fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="#e3e6eb"/><text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="#5b6472">{:g}</text>)",
+                     L, W - R, Y(v), Y(v), L - 4, Y(v) + 3, std::round(v * 1000) / 1000);
+  double tstep = tmax > 60 ? 10 : tmax > 20 ? 5 : tmax > 8 ? 2 : 1;
+  for (double t = 0; t <= tmax + 1e-9; t += tstep)
+    o << fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="#5b6472">{:g}</text>)", X(t),
+                     H - B + 13, t);
+  o << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle" fill="#5b6472">seconds</text>)",
+                   L + (W - L - R) / 2, H - B + 25);
+  o << fmt::format(R"~(<text x="10" y="{}" font-size="10" fill="#5b6472" transform="rotate(-90 10 {})" text-anchor="middle">{}</text>)~",
+                   T + (H - T - B) / 2, T + (H - T - B) / 2, esc(unit));
+  o << fmt::format(R"(<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#9aa3b0"/>)", L, W - R, H - B, H - B);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const auto* s = series[i];
+    std::string pts;
+    for (size_t k = 0; k < s->values.size(); ++k)
+      pts += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(k + 1) * s->interval_s), Y(s->values[k]));
+    o << fmt::format(R"(<polyline class="series" fill="none" stroke="{}" stroke-width="1.6" points="{}"/>)",
+                     kPalette[i % 10], pts);
+  }
+  for (const auto& m : markers) {
+    if (m.kind != "fault") continue;
+    o << fmt::format(R"(<line class="marker" x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" stroke="#c62828" stroke-dasharray="4 3"/><text x="{:.1f}" y="{}" font-size="10" fill="#c62828">{}</text>)",
+                     X(m.t_s), X(m.t_s), T, H - B, X(m.t_s) + 3, T + 10, esc(m.label));
+  }
+  // legend
+  double lx = L;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    o << fmt::format(R"(<rect x="{:.0f}" y="{}" width="10" height="3" fill="{}"/><text x="{:.0f}" y="{}" font-size="10" fill="#1d2330">{}</text>)",
+                     lx, H - 8, kPalette[i % 10], lx + 13, H - 4, esc(labels[i]));
+    lx += 18 + 6.2 * static_cast<double>(labels[i].size());
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+// Horizontal bars: label, value, optional second value (for comparisons).
+std::string bar_chart(const std::vector<std::pair<std::string, double>>& bars, const std::string& unit,
+                      const std::string& color = "#1f77b4") {
+  const int W = 560, rowh = 22, L = 170, R = 70;
+  int H = static_cast<int>(bars.size()) * rowh + 10;
+  double vmax = 0;
+  for (const auto& b : bars) vmax = std::max(vmax, b.second);
+  if (vmax <= 0) vmax = 1;
+  std::ostringstream o;
+  o << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)",
+                   W, H, W, H);
+  for (size_t i = 0; i < bars.size(); ++i) {
+    double y = 5 + static_cast<double>(i) * rowh;
+    double w = (W - L - R) * bars[i].second / vmax;
+    o << fmt::format(R"(<text x="{}" y="{:.0f}" font-size="11" text-anchor="end" fill="#1d2330">{}</text><rect class="bar" x="{}" y="{:.0f}" width="{:.1f}" height="{}" fill="{}"/><text x="{:.1f}" y="{:.0f}" font-size="11" fill="#1d2330">{:.3g} {}</text>)",
+                     L - 6, y + 14, esc(bars[i].first), L, y + 3, std::max(1.0, w), rowh - 8, color, L + w + 5, y + 14,
+                     bars[i].second, esc(unit));
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+// Spines on top, rack switches below, each rack's hosts and servers under it.
+std::string topology_svg(const TopologyView& t) {
+  std::vector<const TopologyView::Node*> spines, switches;
+  std::map<std::string, std::vector<const TopologyView::Node*>> below;  // rack -> hosts and servers
+  std::vector<const TopologyView::Node*> others;
+  for (const auto& n : t.nodes) {
+    if (n.kind == "spine") spines.push_back(&n);
+    else if (n.kind == "rack-switch" || n.kind == "rack_switch") switches.push_back(&n);
+    else if (!n.rack.empty()) below[n.rack].push_back(&n);
+    else others.push_back(&n);
+  }
+  size_t cols = 0;
+  for (const auto& [r, v] : below) cols += v.size();
+  cols = std::max<size_t>(cols + others.size(), 1);
+  const double colw = 96;
+  double W = std::max(360.0, static_cast<double>(cols) * colw + 20);
+  double H = spines.empty() ? 170 : 240;
+  std::map<std::string, std::pair<double, double>> pos;
+  double y_sp = 30, y_sw = spines.empty() ? 40 : 110, y_h = y_sw + 90;
+  double x = 10 + colw / 2;
+  for (const auto* sw : switches) {
+    auto& v = below[sw->rack];
+    double x0 = x;
+    for (const auto* n : v) pos[n->name] = {x, y_h}, x += colw;
+    pos[sw->name] = {v.empty() ? x0 : (x0 + x - colw) / 2, y_sw};
+    if (v.empty()) x += colw;
+  }
+  for (const auto* n : others) pos[n->name] = {x, y_h}, x += colw;
+  for (size_t i = 0; i < spines.size(); ++i)
+    pos[spines[i]->name] = {W * static_cast<double>(i + 1) / static_cast<double>(spines.size() + 1), y_sp};
+  std::ostringstream o;
+  o << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" role="img">)",
+                   W, H, W, H);
+  // links: one line per node pair, with the number of parallel links
+  std::map<std::pair<std::string, std::string>, int> pairs;
+  for (const auto& l : t.links) ++pairs[{l.a, l.b}];
+  for (const auto& [p, n] : pairs) {
+    if (!pos.count(p.first) || !pos.count(p.second)) continue;
+    auto [x1, y1] = pos[p.first];
+    auto [x2, y2] = pos[p.second];
+    o << fmt::format(R"(<line class="link" x1="{:.0f}" y1="{:.0f}" x2="{:.0f}" y2="{:.0f}" stroke="#8a94a3" stroke-width="{}"/>)",
+                     x1, y1, x2, y2, n > 1 ? 2.5 : 1.2);
+    if (n > 1)
+      o << fmt::format(R"(<text x="{:.0f}" y="{:.0f}" font-size="10" fill="#5b6472">×{}</text>)", (x1 + x2) / 2 + 4,
+                       (y1 + y2) / 2, n);
+  }
+  for (const auto& n : t.nodes) {
+    if (!pos.count(n.name)) continue;
+    auto [cx, cy] = pos[n.name];
+    const char* fill = n.kind == "spine" ? "#6a4c93" : n.kind == "host" ? "#1f77b4" : n.kind == "server" ? "#2ca02c" : "#ff7f0e";
+    o << fmt::format(R"(<rect class="node" x="{:.0f}" y="{:.0f}" width="84" height="26" rx="5" fill="{}"/><text x="{:.0f}" y="{:.0f}" font-size="11" text-anchor="middle" fill="#fff">{}</text>)",
+                     cx - 42, cy - 13, fill, cx, cy + 4, esc(n.name));
+  }
+  o << "</svg>";
+  return o.str();
+}
+
+std::string figure_text(const WorkloadResult& w) {
+  const auto& f = w.figures;
+  auto d = [&](const char* k) { return f.value(k, 0.0); };
+  if (w.type == "checkpoint-save" || w.type == "checkpoint-restore")
+    return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits", d("throughput_gbps"), d("seconds"),
+                       f.value("connection_errors", 0), f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified",
+                       f.value("retransmits", 0));
+  if (w.type == "probe")
+    return fmt::format("longest blackout {:.0f} ms ({}) · {} probes lost", d("blackout_ms"),
+                       f.value("worst_path", std::string("-")), f.value("lost", 0));
+  return fmt::format("{} connections · {} errors · p50 {:.2f} ms · p99 {:.2f} ms · {:.2f} s", f.value("connections", 0),
+                     f.value("connection_errors", 0), d("p50_ms"), d("p99_ms"), d("seconds"));
+}
+
+void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
+  o << fmt::format(R"(<section id="s{}"><h2>{} <span class="badge {}">{}</span></h2><p class="muted">{} — {} · {:.1f} s</p>)",
+                   idx, esc(s.name), s.passed ? "pass" : "fail", s.passed ? "passed" : "failed", esc(s.description),
+                   esc(s.file), s.duration_s);
+  if (!s.error.empty()) o << "<p class=\"fail\">" << esc(s.error) << "</p>";
+  o << "<table><tr><th></th><th>assertion</th><th>phase</th><th>expected</th><th>measured</th><th>note</th></tr>";
+  for (const auto& a : s.assertions)
+    o << fmt::format(R"(<tr class="assertion"><td class="{}">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class="muted">{}</td></tr>)",
+                     a.passed ? "pass" : "fail", a.passed ? "✓" : "✗", esc(a.name), esc(a.phase), esc(a.expected),
+                     esc(a.measured), esc(a.message));
+  o << "</table>";
+  // figures
+  o << "<h3>Workloads</h3><table><tr><th>phase</th><th>workload</th><th>type</th><th>figures</th><th>NIC share</th></tr>";
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads) {
+      std::string share;
+      for (double x : w.nic_share) share += fmt::format("{}{:.1f}%", share.empty() ? "" : " ", x);
+      o << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", esc(p.name), esc(w.name),
+                       esc(w.type), esc(figure_text(w)), share);
+    }
+  o << "</table>";
+  // per-NIC throughput per phase and host
+  o << "<h3>Throughput per NIC</h3><div class=\"charts\">";
+  for (const auto& p : s.phases) {
+    std::map<std::string, std::vector<const Series*>> by_host;  // "h1" -> its NICs' rx+tx
+    for (const auto& se : p.series) by_host[se.name.substr(0, se.name.find(' '))].push_back(&se);
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& w : p.workloads) spans.push_back({w.start_s, w.end_s});
+    for (const auto& [host, ss] : by_host) {
+      // rx + tx per NIC, and only hosts that carried traffic
+      std::map<std::string, Series> sum;
+      double peak = 0;
+      for (const auto* se : ss) {
+        std::string nic = se->name.substr(0, se->name.rfind(' '));
+        auto& x = sum[nic];
+        x.name = nic;
+        x.interval_s = se->interval_s;
+        if (x.values.size() < se->values.size()) x.values.resize(se->values.size(), 0);
+        for (size_t i = 0; i < se->values.size(); ++i) x.values[i] += se->values[i], peak = std::max(peak, x.values[i]);
+      }
+      if (peak < 0.01) continue;
+      std::vector<const Series*> v;
+      std::vector<std::string> labels;
+      for (const auto& [n, x] : sum) v.push_back(&x), labels.push_back(n.substr(n.find(' ') + 1));
+      o << fmt::format(R"(<div class="chart"><p class="title">phase {} · {} · Gbit/s per NIC (rx+tx); shaded: workloads, red: faults</p>)",
+                       esc(p.name), esc(host))
+        << line_chart(v, labels, p.markers, spans, "Gbit/s") << "</div>";
+    }
+  }
+  o << "</div>";
+  // the same workload in several phases: single versus multi NIC
+  std::map<std::string, std::vector<std::pair<std::string, double>>> across;
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads)
+      if (w.figures.contains("throughput_gbps"))
+        across[w.name].push_back({p.name + " · " + w.name, w.figures.value("throughput_gbps", 0.0)});
+  bool header = false;
+  for (const auto& [name, bars] : across) {
+    if (bars.size() < 2) continue;
+    if (!header) o << "<h3>Comparison across phases</h3><div class=\"charts\">", header = true;
+    o << "<div class=\"chart\"><p class=\"title\">" << esc(name) << " throughput</p>" << bar_chart(bars, "Gbit/s")
+      << "</div>";
+  }
+  std::map<std::string, std::vector<std::pair<std::string, double>>> secs;
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads)
+      if (w.figures.contains("seconds") && w.type != "probe")
+        secs[w.name].push_back({p.name + " · " + w.name, w.figures.value("seconds", 0.0)});
+  for (const auto& [name, bars] : secs) {
+    if (bars.size() < 2) continue;
+    if (!header) o << "<h3>Comparison across phases</h3><div class=\"charts\">", header = true;
+    o << "<div class=\"chart\"><p class=\"title\">" << esc(name) << " completion time</p>"
+      << bar_chart(bars, "s", "#ff7f0e") << "</div>";
+  }
+  if (header) o << "</div>";
+  // blackout per path
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads) {
+      if (w.type != "probe") continue;
+      std::vector<std::pair<std::string, double>> bars;
+      for (const auto& x : w.figures.value("paths", nlohmann::json::array()))
+        bars.push_back({x.value("path", std::string("?")), x.value("longest_gap_ms", 0.0)});
+      o << fmt::format("<h3>Blackout per path — {} ({})</h3>", esc(w.name), esc(p.name)) << "<div class=\"chart\">"
+        << bar_chart(bars, "ms", "#d62728") << "</div>";
+    }
+  o << "<h3>Topology: " << esc(s.topology.name) << "</h3><div class=\"chart\">" << topology_svg(s.topology) << "</div>";
+  if (!s.log_tail.empty()) o << "<h3>Log</h3><pre>" << esc(s.log_tail) << "</pre>";
+  o << "</section>";
+}
+
+std::string page(const std::string& title, const std::string& body) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title) +
+         "</title><meta name=\"viewport\" content=\"width=device-width\"><style>" + kCss + "</style></head><body>" +
+         body + "</body></html>\n";
+}
+
+}  // namespace
+
+std::string html_report(const RunResult& r) {
+  std::ostringstream o;
+  o << fmt::format(R"(<header><h1>lanes — {} <span class="badge {}">{}</span></h1><div class="meta">{} scenarios · {} of {} assertions passed · started {} · {:.1f} s · seed {} · lanes {} · kernel {} · {}</div></header><main>)",
+                   r.scenarios.size() == 1 ? esc(r.scenarios[0].name) : "scenario run", r.passed() ? "pass" : "fail",
+                   r.passed() ? "passed" : "failed", r.scenarios.size(), r.assertions_total() - r.assertions_failed(),
+                   r.assertions_total(), esc(r.started), r.duration_s, r.seed, esc(r.lanes_version), esc(r.kernel),
+                   esc(r.gobgpd));
+  o << "<section><h2>Summary</h2><table><tr><th>scenario</th><th>result</th><th>assertions</th><th>key figures</th><th>time</th></tr>";
+  int idx = 0;
+  for (const auto& s : r.scenarios) {
+    int failed = 0;
+    for (const auto& a : s.assertions) failed += !a.passed;
+    std::string key;
+    for (const auto& p : s.phases)
+      for (const auto& w : p.workloads)
+        key += fmt::format("{}<b>{}</b>/{}: {}", key.empty() ? "" : "<br>", esc(p.name), esc(w.name), esc(figure_text(w)));
+    o << fmt::format(R"(<tr><td><a href="#s{}">{}</a></td><td class="{}">{}</td><td>{} of {}</td><td>{}</td><td>{:.1f} s</td></tr>)",
+                     idx++, esc(s.name), s.passed ? "pass" : "fail", s.passed ? "passed" : "failed",
+                     s.assertions.size() - static_cast<size_t>(failed), s.assertions.size(), key, s.duration_s);
+  }
+  o << "</table>";
+  o << "<p class=\"muted\">Kernel features: ";
+  for (const auto& [k, v] : r.features.items())
+    if (v.is_boolean()) o << esc(k) << " " << (v.get<bool>() ? "yes" : "no") << " · ";
+  o << "</p></section>";
+  idx = 0;
+  for (const auto& s : r.scenarios) scenario_section(o, s, idx++);
+  o << "</main>";
+  return page("lanes report", o.str());
+}
+
+std::string html_compare(const RunResult& a, const std::string& an, const RunResult& b, const std::string& bn) {
+  std::ostringstream o;
+  o << "<header><h1>lanes — comparison</h1><div class=\"meta\">A: " << esc(an) << " (" << esc(a.started) << ") · B: "
+    << esc(bn) << " (" << esc(b.started) << ")</div></header><main><section><h2>Assertions</h2>"
+    << "<table><tr><th>scenario</th><th>assertion</th><th>A measured</th><th>B measured</th><th>A</th><th>B</th></tr>";
+  std::set<std::string> names;
+  for (const auto* r : {&a, &b})
+    for (const auto& s : r->scenarios) names.insert(s.name);
+  auto find = [](const RunResult& r, const std::string& n) -> const ScenarioResult* {
+    for (const auto& s : r.scenarios)
+      if (s.name == n) return &s;
+    return nullptr;
+  };
+  for (const auto& n : names) {
+    const auto* sa = find(a, n);
+    const auto* sb = find(b, n);
+    std::vector<std::string> keys;
+    std::map<std::string, const Assertion*> ma, mb;
+    for (const auto& [s, m] : {std::pair{sa, &ma}, std::pair{sb, &mb}})
+      if (s)
+        for (const auto& x : s->assertions) {
+          std::string k = x.name + " [" + x.phase + "]";
+          if (!ma.count(k) && !mb.count(k)) keys.push_back(k);
+          (*m)[k] = &x;
+        }
+    for (const auto& k : keys) {
+      const Assertion* x = ma.count(k) ? ma[k] : nullptr;
+      const Assertion* y = mb.count(k) ? mb[k] : nullptr;
+      bool diff = !x || !y || x->passed != y->passed || x->measured != y->measured;
+      auto verdict = [](const Assertion* z) {
+        return z ? fmt::format("<span class=\"{}\">{}</span>", z->passed ? "pass" : "fail", z->passed ? "✓" : "✗")
+                 : std::string("—");
+      };
+      o << fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                       diff ? " class=\"diff\"" : "", esc(n), esc(k), x ? esc(x->measured) : "—",
+                       y ? esc(y->measured) : "—", verdict(x), verdict(y));
+    }
+  }
+  o << "</table></section><section><h2>Workload figures</h2><div class=\"charts\">";
+  for (const auto& n : names) {
+    std::vector<std::pair<std::string, double>> bars;
+    for (const auto& [tag, r] : {std::pair{"A", &a}, std::pair{"B", &b}}) {
+      const auto* s = find(*r, n);
+      if (!s) continue;
+      for (const auto& p : s->phases)
+        for (const auto& w : p.workloads)
+          if (w.figures.contains("throughput_gbps"))
+            bars.push_back({fmt::format("{} {}/{}", tag, p.name, w.name), w.figures.value("throughput_gbps", 0.0)});
+    }
+    if (!bars.empty())
+      o << "<div class=\"chart\"><p class=\"title\">" << esc(n) << " throughput</p>" << bar_chart(bars, "Gbit/s")
+        << "</div>";
+  }
+  o << "</div></section></main>";
+  return page("lanes comparison", o.str());
+}
+
+}  // namespace lanes::reports

@@ -1,0 +1,36 @@
+#pragma once
+// Runs a scenario: for each phase, brings its topology up (a LiveRun: the
+// namespaces, hostnet, the injectors, the switches' gobgpd and FIB agents),
+// samples every job host's NIC counters every 100 ms, runs the steps —
+// workloads through lanes-traffic, faults, waits, live assertions — and
+// takes it down again; then evaluates the scenario's assertions on what
+// was measured.
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+#include "lanes/reports/result.hpp"
+#include "lanes/scenarios/scenario.hpp"
+
+namespace lanes::scenarios {
+
+struct RunOptions {
+  std::string out_dir;         // per phase: workload outputs; "" = a temporary directory
+  bool keep = false;           // leave the last phase's run up
+  uint64_t seed = 1;           // of every traffic pattern
+  std::string bin_dir;         // lanes' executables; "" = beside this program
+  std::ostream* progress = nullptr;  // the live progress line and step log
+};
+
+reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt);
+
+// Evaluates an assertion that only needs measured results (not the live
+// testbed) against RESULT; CURRENT_PHASE is the phase an in-phase assert
+// sits in. Used by the runner and by the unit tests.
+reports::Assertion evaluate(const Step& a, const reports::ScenarioResult& result, const std::string& current_phase);
+
+// The average of SERIES between FROM_S and TO_S (seconds since the phase started).
+double window_mean(const reports::Series& s, double from_s, double to_s);
+
+}  // namespace lanes::scenarios

@@ -1,0 +1,1187 @@
+#include "lanes/scenarios/runner.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "lanes/hostnet/hostnet.hpp"
+#include "lanes/testbed/interrupt.hpp"
+#include "lanes/testbed/live_run.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/switch_config.hpp"
+#include "lanes/testbed/switches.hpp"
+
+namespace lanes::scenarios {
+
+namespace tb = lanes::testbed;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+using reports::Assertion;
+using reports::Marker;
+using reports::PhaseResult;
+using reports::ScenarioResult;
+using reports::Series;
+using reports::WorkloadResult;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr double kSampleS = 0.1;
+
+// A step failed in a way that ends the phase (the testbed could not do
+// what the scenario asked).
+struct StepError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+bool sleep_checked(milliseconds d) {
+  auto end = Clock::now() + d;
+  while (Clock::now() < end) {
+    if (tb::interrupted()) return false;
+    std::this_thread::sleep_for(std::min<Clock::duration>(end - Clock::now(), milliseconds(50)));
+  }
+  return true;
+}
+
+template <typename F>
+bool eventually(F pred, milliseconds timeout, milliseconds every = milliseconds(100)) {
+  auto end = Clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (Clock::now() >= end || tb::interrupted()) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
+
+json last_json_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] == '{') last = line;
+  if (last.empty()) return {};
+  try {
+    return json::parse(last);
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+std::string tail_of(const std::string& path, size_t max_lines) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) {
+    lines.push_back(l);
+    if (lines.size() > max_lines) lines.erase(lines.begin());
+  }
+  std::string s;
+  for (const auto& l : lines) s += l + "\n";
+  return s;
+}
+
+// ---- the phase's NIC counters, sampled in the background ----
+
+class Sampler {
+ public:
+  struct Nic {
+    int host;
+    std::string host_name;
+    int nic;
+    std::string ifname;
+    int ns_fd;
+  };
+  Sampler(std::vector<Nic> nics, Clock::time_point t0, std::ostream* progress)
+      : nics_(std::move(nics)), t0_(t0), progress_(progress) {
+    tx_.resize(nics_.size());
+    rx_.resize(nics_.size());
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~Sampler() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    if (progress_ && tty_ && printed_) *progress_ << "\r\033[K" << std::flush;
+  }
+  void set_step(const std::string& s, bool long_step) {
+    std::lock_guard<std::mutex> g(mu_);
+    step_ = s;
+    step_start_ = Clock::now();
+    long_step_ = long_step;
+  }
+  // Gbit/s per sample and NIC (sample i covers (i, i+1] * 100 ms)
+  std::vector<Series> series() const {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<Series> out;
+    for (size_t k = 0; k < nics_.size(); ++k)
+      for (int dir = 0; dir < 2; ++dir) {
+        const auto& c = dir ? rx_[k] : tx_[k];
+        Series s;
+        s.name = fmt::format("{} nic{} {}", nics_[k].host_name, nics_[k].nic, dir ? "rx" : "tx");
+        s.unit = "Gbit/s";
+        s.interval_s = kSampleS;
+        for (size_t i = 1; i < c.size(); ++i)
+          s.values.push_back(static_cast<double>(c[i] - c[i - 1]) * 8 / kSampleS / 1e9);
+        out.push_back(std::move(s));
+      }
+    return out;
+  }
+
+ private:
+  void loop() {
+    std::map<int, tb::Netlink> nl;  // per ns fd, opened in this thread
+    for (const auto& n : nics_)
+      if (!nl.count(n.ns_fd)) {
+        auto x = tb::Netlink::open_in(n.ns_fd, n.host_name);
+        if (x) nl.emplace(n.ns_fd, std::move(x).value());
+      }
+    tty_ = progress_ && ::isatty(STDERR_FILENO);
+    auto last_print = Clock::now();
+    for (uint64_t i = 0; !stop_; ++i) {
+      std::this_thread::sleep_until(t0_ + std::chrono::microseconds(static_cast<int64_t>(i * kSampleS * 1e6)));
+      std::map<int, std::vector<tb::LinkInfo>> links;
+      for (auto& [fd, n] : nl) {
+        auto l = n.links();
+        if (l) links[fd] = std::move(l).value();
+      }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        for (size_t k = 0; k < nics_.size(); ++k) {
+          uint64_t tx = tx_[k].empty() ? 0 : tx_[k].back(), rx = rx_[k].empty() ? 0 : rx_[k].back();
+          for (const auto& l : links[nics_[k].ns_fd])
+            if (l.name == nics_[k].ifname) tx = l.tx_bytes, rx = l.rx_bytes;
+          tx_[k].push_back(tx);
+          rx_[k].push_back(rx);
+        }
+      }
+      if (progress_ && i % 10 == 0 && i > 0) print_progress(last_print);
+    }
+  }
+  void print_progress(Clock::time_point& last) {
+    std::string step;
+    double elapsed;
+    bool long_step;
+    std::string rates;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      step = step_;
+      long_step = long_step_;
+      elapsed = std::chrono::duration<double>(Clock::now() - step_start_).count();
+      std::string host;
+      for (size_t k = 0; k < nics_.size(); ++k) {
+        const auto& t = tx_[k];
+        const auto& r = rx_[k];
+        if (t.size() < 11) return;
+        double g1 = static_cast<double>(t.back() - t[t.size() - 11] + r.back() - r[r.size() - 11]) * 8 / 1e9;
+        if (nics_[k].host_name != host) {
+          host = nics_[k].host_name;
+          rates += " " + host + ":";
+        }
+        rates += fmt::format(" {:.2f}", g1);
+      }
+    }
+    if (!long_step || elapsed < 2) return;
+    if (tty_) {
+      *progress_ << "\r\033[K  " << fmt::format("{} · {:.0f} s · Gbit/s per NIC{}", step, elapsed, rates)
+                 << std::flush;
+      printed_ = true;
+    } else if (Clock::now() - last >= std::chrono::seconds(5)) {
+      *progress_ << fmt::format("  … {} · {:.0f} s · Gbit/s per NIC{}\n", step, elapsed, rates) << std::flush;
+      last = Clock::now();
+    }
+  }
+
+  std::vector<Nic> nics_;
+  Clock::time_point t0_;
+  std::ostream* progress_;
+  mutable std::mutex mu_;
+  std::vector<std::vector<uint64_t>> tx_, rx_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::string step_;
+  Clock::time_point step_start_ = Clock::now();
+  bool long_step_ = false, tty_ = false, printed_ = false;
+};
+
+// ---- a phase being run ----
+
+struct Proc {
+  std::string role;  // "send h1", "recv storage"
+  tb::Daemon d;
+  std::string out;
+};
+
+struct Running {
+  Step step;
+  double start_s = 0;
+  std::vector<Proc> servers;  // receivers, serve, probe-recv: stopped or awaited after the clients
+  std::vector<Proc> clients;
+  bool finished = false;
+};
+
+class PhaseRun {
+ public:
+  PhaseRun(const Scenario& sc, const Phase& ph, const RunOptions& opt, ScenarioResult& result, PhaseResult& pr,
+           std::ofstream* steps)
+      : sc_(sc), ph_(ph), opt_(opt), result_(result), pr_(pr), topo_(ph.topology), steps_(steps) {}
+
+  void run() {
+    dir_ = opt_.out_dir + "/" + ph_.name;
+    std::filesystem::create_directories(dir_);
+    tb::RunRegistry reg;
+    say(fmt::format("phase {}: bringing up {}{}", ph_.name, topo_.name, describe_overrides()));
+    auto live = tb::LiveRun::start(topo_, reg, {"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir});
+    if (!live) throw StepError("bringing the topology up: " + std::string(live.error().what()));
+    live_.emplace(std::move(live).value());
+    pr_.run_id = live_->id();
+    pr_.config = {{"topology", topo_.name}, {"overrides", ph_.overrides}};
+    t0_ = Clock::now();
+    start_sampler();
+    std::exception_ptr failure;
+    try {
+      for (const auto& st : ph_.steps) {
+        if (tb::interrupted()) throw StepError("interrupted");
+        run_step(st);
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // whatever happened: stop what still runs, keep what it measured
+    for (auto& [name, w] : running_)
+      if (!w.finished) finish(w, true);
+    pr_.duration_s = now_s();
+    if (sampler_) {
+      sampler_->stop();
+      pr_.series = sampler_->series();
+      for (auto& w : pr_.workloads) compute_share(w);
+    }
+    copy_logs();
+    if (failure) std::rethrow_exception(failure);
+  }
+
+  // The run stays up for the user (lanes run --keep).
+  void keep() {
+    if (live_) live_->keep();
+  }
+  void down() {
+    if (!live_) return;
+    auto rep = live_->down();
+    for (const auto& e : rep.errors) say("teardown: " + e);
+    live_.reset();
+  }
+  std::string run_id() const { return live_ ? live_->id() : ""; }
+
+ private:
+  std::string describe_overrides() const {
+    std::string s;
+    for (const auto& [k, v] : ph_.overrides) s += fmt::format("{}{}={}", s.empty() ? " (" : ", ", k, v);
+    return s.empty() ? s : s + ")";
+  }
+  void say(const std::string& s) {
+    if (opt_.progress) *opt_.progress << "  " << s << "\n" << std::flush;
+    if (steps_) *steps_ << fmt::format("{:8.3f} {} {}", live_ ? now_s() : 0.0, ph_.name, s) << "\n" << std::flush;
+  }
+  double now_s() const { return std::chrono::duration<double>(Clock::now() - t0_).count(); }
+  void mark(const std::string& label, const std::string& kind) {
+    double t = now_s();
+    marks_[label] = t;
+    pr_.markers.push_back({t, label, kind});
+  }
+
+  int node(const std::string& name) const { return topo_.find_node(name); }
+  const tb::Node& N(const std::string& name) const { return topo_.nodes.at(static_cast<size_t>(node(name))); }
+  int ns_fd(const std::string& name) { return live_->tb().netns(node(name)).fd(); }
+  int job_fd(const std::string& host) {
+    auto it = job_ns_.find(host);
+    if (it != job_ns_.end()) return it->second.fd();
+    auto ns = tb::Netns::open(hostnet::job_netns(live_->id(), host));
+    if (!ns) throw StepError("the job container of " + host + " is missing: " + ns.error().what());
+    return job_ns_.emplace(host, std::move(ns).value()).first->second.fd();
+  }
+  // the address a server answers on
+  std::string server_addr(const std::string& name) const {
+    int i = node(name);
+    for (const auto& l : topo_.links)
+      if (l.b.node == i) return l.b.addr4.addr.to_string();
+    throw StepError(name + " has no link");
+  }
+  const tb::Link& nic_link(const std::string& host, int nic) const {
+    return topo_.links.at(static_cast<size_t>(N(host).nics.at(static_cast<size_t>(nic)).link));
+  }
+  std::string task_prefix(const std::string& host) const { return N(host).job->task_ip4.to_string() + "/32"; }
+  int switch_of(const std::string& host) const {
+    return topo_.racks.at(static_cast<size_t>(N(host).rack)).switch_node;
+  }
+
+  // the switch's group for HOST's task IP: {group id, members}
+  std::pair<uint32_t, std::vector<uint32_t>> group(const std::string& host) {
+    auto& nl = live_->tb().netlink(switch_of(host));
+    auto routes = nl.route_entries(AF_INET);
+    if (!routes) return {};
+    std::string p = task_prefix(host);
+    for (const auto& r : routes.value()) {
+      if (r.dst != p || r.nh_id == 0) continue;
+      auto nhs = nl.nexthops();
+      if (!nhs) return {};
+      for (const auto& n : nhs.value())
+        if (n.id == r.nh_id) {
+          std::vector<uint32_t> m;
+          for (auto [id, w] : n.members) m.push_back(id);
+          return {r.nh_id, m};
+        }
+    }
+    return {};
+  }
+  std::vector<uint32_t> buckets(const std::string& host) {
+    auto [g, m] = group(host);
+    if (!g) return {};
+    auto b = live_->tb().netlink(switch_of(host)).nexthop_buckets(g);
+    return b ? b.value() : std::vector<uint32_t>{};
+  }
+
+  void start_sampler() {
+    std::vector<Sampler::Nic> nics;
+    for (size_t i = 0; i < topo_.nodes.size(); ++i) {
+      const auto& n = topo_.nodes[i];
+      if (n.kind != tb::NodeKind::host || !n.job) continue;
+      for (const auto& nic : n.nics)
+        nics.push_back({static_cast<int>(i), n.name, nic.index, topo_.links[nic.link].b.ifname,
+                        live_->tb().netns(static_cast<int>(i)).fd()});
+    }
+    sampler_.emplace(std::move(nics), t0_, opt_.progress);
+  }
+
+  tb::Daemon start_proc(const std::string& what, int fd, std::vector<std::string> argv, const std::string& out) {
+    tb::ProcessSpec spec{what, std::move(argv)};
+    spec.netns_fd = fd;
+    spec.log_path = out;
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    auto d = tb::Daemon::start(spec);
+    if (!d) throw StepError("starting " + what + ": " + d.error().what());
+    return std::move(d).value();
+  }
+  std::string traffic() const {
+    return (opt_.bin_dir.empty() ? tb::self_dir() : opt_.bin_dir) + "/lanes-traffic";
+  }
+  void wait_listening(int fd, int port, bool udp, const std::string& who) {
+    auto listening = [&] {
+      tb::ProcessSpec spec{"ss", {"ss", udp ? "-Hlun" : "-Hltn", "sport = :" + std::to_string(port)}};
+      spec.netns_fd = fd;
+      spec.new_session = false;
+      auto r = tb::run_capture(spec, std::chrono::seconds(2));
+      return r && r.value().status == 0 && r.value().out.find(std::to_string(port)) != std::string::npos;
+    };
+    if (!eventually(listening, milliseconds(5000), milliseconds(20)))
+      throw StepError(fmt::format("{} does not listen on port {}", who, port));
+  }
+
+  void run_step(const Step& st) {
+    if (sampler_) sampler_->set_step(st.describe(), st.element == "workload" || st.element == "wait" ||
+                                                        st.element == "sleep" || st.element == "converge");
+    if (st.element == "converge") return converge(st);
+    if (st.element == "sleep") {
+      if (!sleep_checked(st.duration("duration"))) throw StepError("interrupted");
+      if (st.has("mark")) mark(st.str("mark"), "mark");
+      return;
+    }
+    if (st.element == "mark") return mark(st.str("name"), "mark");
+    if (st.element == "workload") return start_workload(st);
+    if (st.element == "stop") {
+      auto& w = running_.at(st.str("workload"));
+      if (!w.finished) finish(w, true);
+      if (st.has("mark")) mark(st.str("mark"), "mark");
+      return;
+    }
+    if (st.element == "wait") return wait(st);
+    if (st.element == "fault") return fault(st);
+    if (st.element == "assert") {
+      Assertion a = kLive.count(st.type) ? live_assert(st) : evaluate(st, result_, ph_.name);
+      report(a);
+      return;
+    }
+  }
+
+  void report(Assertion a) {
+    a.phase = a.phase.empty() ? ph_.name : a.phase;
+    say(fmt::format("{} {}: {} (expected {})", a.passed ? "✓" : "✗", a.name, a.measured, a.expected));
+    result_.assertions.push_back(std::move(a));
+  }
+
+  void converge(const Step& st) {
+    auto t = st.duration("timeout", milliseconds(60'000));
+    auto start = Clock::now();
+    std::vector<std::string> hosts;
+    for (const auto& n : topo_.nodes)
+      if (n.kind == tb::NodeKind::host && n.job) hosts.push_back(n.name);
+    std::string missing;
+    bool ok = eventually(
+        [&] {
+          for (const auto& h : hosts)
+            if (group(h).second.size() != N(h).nics.size()) {
+              missing = h + "'s task IP does not have a next hop per NIC at its rack switch";
+              return false;
+            }
+          // with several racks: every rack switch reaches every other rack's task block
+          for (const auto& r : topo_.racks)
+            for (const auto& other : topo_.racks) {
+              if (&r == &other) continue;
+              auto routes = live_->tb().netlink(r.switch_node).route_entries(AF_INET);
+              bool found = false;
+              if (routes)
+                for (const auto& e : routes.value()) found = found || e.dst == other.block4.to_string();
+              if (!found) {
+                missing = fmt::format("{} has no route to rack {}'s block {}",
+                                      topo_.nodes[static_cast<size_t>(r.switch_node)].name, other.name,
+                                      other.block4.to_string());
+                return false;
+              }
+            }
+          return true;
+        },
+        t, milliseconds(100));
+    double took = std::chrono::duration<double>(Clock::now() - start).count();
+    Assertion a;
+    a.name = "converge";
+    a.line = st.line;
+    a.expected = fmt::format("every task IP reaches all its NICs within {:.0f} s", t.count() / 1000.0);
+    a.measured = ok ? fmt::format("{:.2f} s", took) : "not after " + fmt::format("{:.0f} s", took);
+    a.passed = ok;
+    if (!ok) a.message = missing;
+    pr_.config["converge_s"] = took;
+    say(fmt::format("{} converged: {}", ok ? "✓" : "✗", a.measured));
+    if (!ok) {
+      result_.assertions.push_back(a);
+      throw StepError("the routes did not converge: " + a.message);
+    }
+    if (st.has("mark")) mark(st.str("mark"), "mark");
+  }
+
+  // ---- workloads ----
+
+  void start_workload(const Step& st) {
+    Running w;
+    w.step = st;
+    std::string name = st.str("name");
+    int port = next_port_++;
+    std::string base = dir_ + "/" + name;
+    std::string seed = std::to_string(opt_.seed);
+    const std::string& t = st.type;
+    if (t == "checkpoint-save" || t == "checkpoint-restore") {
+      bool save = t == "checkpoint-save";
+      std::string host = st.str("host"), server = st.str("server");
+      int flows = st.integer("flows", 16);
+      int rfd = save ? ns_fd(server) : job_fd(host), sfd = save ? job_fd(host) : ns_fd(server);
+      std::string to = save ? server_addr(server) : N(host).job->task_ip4.to_string();
+      w.servers.push_back({"recv", start_proc("lanes-traffic recv", rfd,
+                                              {traffic(), "recv", "--port", std::to_string(port), "--flows",
+                                               std::to_string(flows), "--seed", seed},
+                                              base + ".recv.json"),
+                           base + ".recv.json"});
+      wait_listening(rfd, port, false, save ? server : host + "'s job");
+      w.start_s = now_s();
+      w.clients.push_back({"send", start_proc("lanes-traffic send", sfd,
+                                              {traffic(), "send", "--to", to, "--port", std::to_string(port),
+                                               "--flows", std::to_string(flows), "--total",
+                                               std::to_string(st.bytes("bytes")), "--seed", seed},
+                                              base + ".send.json"),
+                           base + ".send.json"});
+    } else if (t == "ingest" || t == "bootstrap") {
+      std::string server = st.str("server");
+      w.servers.push_back({"serve", start_proc("lanes-traffic serve", ns_fd(server),
+                                               {traffic(), "serve", "--port", std::to_string(port), "--seed", seed},
+                                               base + ".serve.json"),
+                           base + ".serve.json"});
+      wait_listening(ns_fd(server), port, false, server);
+      std::vector<std::string> hosts;
+      if (t == "ingest") {
+        hosts = {st.str("host")};
+      } else if (st.has("hosts")) {
+        std::stringstream ss(st.str("hosts"));
+        for (std::string h; std::getline(ss, h, ',');)
+          if (node(h) >= 0 && N(h).job) hosts.push_back(h);
+        if (hosts.empty()) throw StepError("bootstrap hosts=\"" + st.str("hosts") + "\" names no job host");
+      } else {
+        for (const auto& n : topo_.nodes)
+          if (n.kind == tb::NodeKind::host && n.job) hosts.push_back(n.name);
+      }
+      int workers = t == "ingest" ? st.integer("conns", 32) : st.integer("workers", 256);
+      w.start_s = now_s();
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        int conns = t == "ingest" ? workers
+                                  : workers / static_cast<int>(hosts.size()) +
+                                        (static_cast<int>(i) < workers % static_cast<int>(hosts.size()) ? 1 : 0);
+        if (conns == 0) continue;
+        std::string out = fmt::format("{}.fetch-{}.json", base, hosts[i]);
+        w.clients.push_back(
+            {"fetch " + hosts[i],
+             start_proc("lanes-traffic fetch", job_fd(hosts[i]),
+                        {traffic(), "fetch", "--to", server_addr(server), "--port", std::to_string(port), "--conns",
+                         std::to_string(conns), "--requests",
+                         std::to_string(t == "ingest" ? st.integer("requests", 20) : 1), "--bytes",
+                         std::to_string(t == "ingest" ? st.bytes("size", 65536) : st.bytes("bytes", 4'000'000)),
+                         "--seed", seed, "--timeout",
+                         std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)},
+                        out),
+             out});
+      }
+    } else if (t == "probe") {
+      std::string from = st.str("from"), to = st.str("to");
+      bool to_host = N(to).kind == tb::NodeKind::host && N(to).job;
+      bool from_host = N(from).kind == tb::NodeKind::host && N(from).job;
+      int rfd = to_host ? job_fd(to) : ns_fd(to), sfd = from_host ? job_fd(from) : ns_fd(from);
+      std::string dst = to_host ? N(to).job->task_ip4.to_string() : server_addr(to);
+      std::vector<std::string> argv = {traffic(), "probe-send", "--to", dst, "--port", std::to_string(port),
+                                       "--rate", fmt::format("{}", st.num("rate", 1000))};
+      int paths = st.integer("paths", 8);
+      if (st.flag("per-nic", false)) {
+        std::string binds;
+        for (const auto& nic : N(from).nics) binds += (binds.empty() ? "" : ",") + nic.job_addr4.addr.to_string();
+        argv.insert(argv.end(), {"--bind", binds});
+        paths = static_cast<int>(N(from).nics.size());
+      }
+      argv.insert(argv.end(), {"--paths", std::to_string(paths)});
+      w.servers.push_back({"probe-recv", start_proc("lanes-traffic probe-recv", rfd,
+                                                    {traffic(), "probe-recv", "--port", std::to_string(port)},
+                                                    base + ".probe-recv.json"),
+                           base + ".probe-recv.json"});
+      wait_listening(rfd, port, true, to);
+      w.start_s = now_s();
+      w.clients.push_back({"probe-send", start_proc("lanes-traffic probe-send", sfd, argv, base + ".probe-send.json"),
+                           base + ".probe-send.json"});
+    }
+    marks_[name + ".start"] = w.start_s;
+    pr_.markers.push_back({w.start_s, name, "workload"});
+    say(fmt::format("workload {} ({}) started", name, t));
+    auto& ref = running_.emplace(name, std::move(w)).first->second;
+    if (t != "probe" && st.flag("wait", true)) finish(ref, false);
+  }
+
+  // Waits for (or, with STOP, ends) workload W and records its figures.
+  void finish(Running& w, bool stop) {
+    const Step& st = w.step;
+    auto timeout = st.duration("timeout", milliseconds(300'000));
+    auto deadline = Clock::now() + timeout;
+    bool timed_out = false;
+    for (auto& c : w.clients) {
+      if (stop) (void)c.d.stop(milliseconds(2000));
+      while (c.d.running()) {
+        if (Clock::now() > deadline || tb::interrupted()) {
+          timed_out = true;
+          (void)c.d.stop(milliseconds(1000));
+          break;
+        }
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    }
+    double end = now_s();
+    if (st.type == "probe") std::this_thread::sleep_for(milliseconds(300));  // the last probes land
+    for (auto& s : w.servers) {
+      bool self_ending = st.type == "checkpoint-save" || st.type == "checkpoint-restore";
+      if (self_ending) {
+        auto grace = Clock::now() + milliseconds(5000);
+        while (s.d.running() && Clock::now() < grace) std::this_thread::sleep_for(milliseconds(20));
+      }
+      if (s.d.running()) (void)s.d.stop(milliseconds(2000));
+    }
+    w.finished = true;
+    marks_[st.str("name") + ".end"] = end;
+    WorkloadResult r;
+    r.name = st.str("name");
+    r.type = st.type;
+    r.host = st.str("host", st.str("from"));
+    r.start_s = w.start_s;
+    r.end_s = end;
+    json& f = r.figures;
+    if (timed_out) f["timed_out"] = true;
+    if (st.type == "checkpoint-save" || st.type == "checkpoint-restore") {
+      json s = last_json_line(w.clients[0].out), rv = last_json_line(w.servers[0].out);
+      uint64_t want = st.bytes("bytes");
+      uint64_t sent = s.value("bytes", uint64_t{0}), verified = rv.value("verified_bytes", uint64_t{0});
+      uint64_t retrans = 0;
+      for (const auto& fl : s.value("flows", json::array())) retrans += fl.value("retransmits", uint64_t{0});
+      // per flow: what the sender sent is what the receiver verified
+      std::map<uint64_t, uint64_t> sent_per, got_per;
+      for (const auto& fl : s.value("flows", json::array())) sent_per[fl.value("flow", uint64_t{0})] = fl.value("bytes", uint64_t{0});
+      for (const auto& fl : rv.value("flows", json::array()))
+        got_per[fl.value("flow", uint64_t{0})] += fl.value("verified", uint64_t{0});
+      bool match = sent_per == got_per;
+      bool ok = !s.is_null() && !rv.is_null() && sent == want && verified == want &&
+                rv.value("all_complete", false) && match;
+      f["bytes"] = want;
+      f["sent_bytes"] = sent;
+      f["verified_bytes"] = verified;
+      f["bytes_verified"] = ok;
+      if (!ok)
+        f["verify_note"] = s.is_null() || rv.is_null()
+                               ? std::string("a traffic endpoint printed no result")
+                               : fmt::format("{} of {} bytes sent, {} verified{}", sent, want, verified,
+                                             match ? "" : ", per-flow counts differ");
+      f["flows"] = st.integer("flows", 16);
+      f["connection_errors"] = s.is_null() ? st.integer("flows", 16) : s.value("connection_errors", 0);
+      f["seconds"] = s.value("seconds", 0.0);
+      f["gbps"] = s.value("gbps", 0.0);
+      f["steady_gbps"] = s.value("steady_gbps", 0.0);
+      f["sender_gbps"] = s.value("steady_gbps", 0.0) > 0 ? s.value("steady_gbps", 0.0) : s.value("gbps", 0.0);
+      f["throughput_gbps"] = f["sender_gbps"];  // until the NIC counters give the wire rate (compute_share)
+      f["retransmits"] = retrans;
+    } else if (st.type == "ingest" || st.type == "bootstrap") {
+      int errors = 0, conns = 0, done = 0;
+      uint64_t verified = 0, requests = 0;
+      double secs = 0, p50 = 0, p99 = 0, mx = 0;
+      bool all = true;
+      for (const auto& c : w.clients) {
+        json j = last_json_line(c.out);
+        if (j.is_null()) {
+          all = false;
+          continue;
+        }
+        errors += j.value("connection_errors", 0);
+        conns += j.value("connections", 0);
+        done += j.value("completed", 0);
+        verified += j.value("verified_bytes", uint64_t{0});
+        requests += j.value("requests", uint64_t{0});
+        secs = std::max(secs, j.value("seconds", 0.0));
+        all = all && j.value("all_verified", false);
+        p50 = std::max(p50, j["latency_ms"].value("p50", 0.0));
+        p99 = std::max(p99, j["latency_ms"].value("p99", 0.0));
+        mx = std::max(mx, j["latency_ms"].value("max", 0.0));
+      }
+      f["connections"] = conns;
+      f["completed"] = done;
+      f["connection_errors"] = errors + (conns == 0 ? 1 : 0);
+      f["requests"] = requests;
+      f["verified_bytes"] = verified;
+      f["bytes_verified"] = all && conns > 0;
+      if (!(all && conns > 0)) f["verify_note"] = fmt::format("{} of {} connections completed", done, conns);
+      f["seconds"] = secs;
+      f["p50_ms"] = p50;
+      f["p99_ms"] = p99;
+      f["max_ms"] = mx;
+      if (st.type == "bootstrap") f["workers"] = conns;
+    } else if (st.type == "probe") {
+      json rv = last_json_line(w.servers[0].out), s = last_json_line(w.clients[0].out);
+      uint64_t sent = s.value("sent_per_path", uint64_t{0});
+      double worst = 0;
+      std::string worst_path = "-";
+      uint64_t lost = 0;
+      json paths = json::array();
+      std::set<uint64_t> seen;
+      for (const auto& p : rv.value("paths", json::array())) {
+        uint64_t id = p.value("path", uint64_t{0});
+        seen.insert(id);
+        uint64_t got = p.value("received", uint64_t{0});
+        uint64_t l = sent > got ? sent - got : 0;
+        lost += l;
+        double gap = p.value("longest_gap_ms", 0.0);
+        std::string pname = st.flag("per-nic", false) ? fmt::format("nic{}", id) : fmt::format("flow{}", id);
+        if (gap > worst) worst = gap, worst_path = pname;
+        paths.push_back({{"path", pname}, {"received", got}, {"lost", l}, {"longest_gap_ms", gap},
+                         {"gap_started_s", p.value("gap_started_s", 0.0) + 0.0}});
+      }
+      int want_paths = st.flag("per-nic", false) ? static_cast<int>(N(st.str("from")).nics.size()) : st.integer("paths", 8);
+      for (int id = 0; id < want_paths; ++id)
+        if (!seen.count(static_cast<uint64_t>(id))) {  // nothing arrived on it at all: blacked out throughout
+          double all_ms = (end - w.start_s) * 1000;
+          std::string pname = st.flag("per-nic", false) ? fmt::format("nic{}", id) : fmt::format("flow{}", id);
+          paths.push_back({{"path", pname}, {"received", 0}, {"lost", sent}, {"longest_gap_ms", all_ms}});
+          lost += sent;
+          if (all_ms > worst) worst = all_ms, worst_path = pname;
+        }
+      f["paths"] = paths;
+      f["sent_per_path"] = sent;
+      f["lost"] = lost;
+      f["blackout_ms"] = worst;
+      f["worst_path"] = worst_path;
+      f["rate_hz"] = st.num("rate", 1000);
+    }
+    pr_.markers.push_back({end, r.name + " done", "workload"});
+    if (sampler_) {
+      std::this_thread::sleep_for(milliseconds(150));  // the sample that covers the end
+      pr_.series = sampler_->series();
+      compute_share(r);
+    }
+    say(fmt::format("workload {} done in {:.2f} s{}", r.name, end - w.start_s, summary_of(r)));
+    pr_.workloads.push_back(std::move(r));
+    if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");
+  }
+
+  static std::string summary_of(const WorkloadResult& r) {
+    const json& f = r.figures;
+    if (r.type == "checkpoint-save" || r.type == "checkpoint-restore")
+      return fmt::format(": {:.3f} Gbit/s, {} connection errors, {}", f.value("throughput_gbps", 0.0),
+                         f.value("connection_errors", 0), f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified");
+    if (r.type == "probe")
+      return fmt::format(": longest blackout {:.0f} ms ({}), {} probes lost", f.value("blackout_ms", 0.0),
+                         f.value("worst_path", std::string("-")), f.value("lost", uint64_t{0}));
+    return fmt::format(": {} connections, {} errors, p50 {:.2f} ms, p99 {:.2f} ms", f.value("connections", 0),
+                       f.value("connection_errors", 0), f.value("p50_ms", 0.0), f.value("p99_ms", 0.0));
+  }
+
+  // The workload's NIC figures from the host's counters: each NIC's share
+  // of the bytes over the whole workload, and the wire rate over its steady
+  // part (after the first second; TCP's start and the socket buffers that
+  // fill and drain at the ends are not the line's rate).
+  void compute_share(WorkloadResult& w) {
+    if (w.host.empty() || node(w.host) < 0 || !N(w.host).job || w.type == "probe") return;
+    std::string dir = w.type == "checkpoint-save" ? "tx" : "rx";
+    double from = w.end_s - w.start_s > 2.5 ? w.start_s + 1.0 : w.start_s;
+    std::vector<double> sums;
+    double wire = 0;
+    for (const auto& s : pr_.series)
+      if (s.name.rfind(w.host + " nic", 0) == 0 && s.name.size() > 3 && s.name.substr(s.name.size() - 2) == dir) {
+        sums.push_back(window_mean(s, w.start_s, w.end_s + kSampleS));
+        wire += window_mean(s, from, w.end_s);
+      }
+    double total = 0;
+    for (double x : sums) total += x;
+    w.nic_share.clear();
+    if (total > 0)
+      for (double x : sums) w.nic_share.push_back(100.0 * x / total);
+    if (w.type == "checkpoint-save" || w.type == "checkpoint-restore") {
+      w.figures["wire_gbps"] = wire;
+      w.figures["throughput_gbps"] = wire;
+    }
+  }
+
+  // ---- waits ----
+
+  void wait(const Step& st) {
+    if (st.has("workload")) {
+      auto& w = running_.at(st.str("workload"));
+      if (!w.finished) finish(w, false);
+    } else {
+      std::string host = st.str("host");
+      size_t count = static_cast<size_t>(st.integer("count"));
+      auto t = st.duration("timeout", milliseconds(30'000));
+      auto start = Clock::now();
+      bool ok = eventually([&] { return group(host).second.size() == count; }, t, milliseconds(20));
+      double took = std::chrono::duration<double>(Clock::now() - start).count();
+      Assertion a;
+      a.name = fmt::format("wait {}'s group has {} members", host, count);
+      a.line = st.line;
+      a.expected = fmt::format("within {:.1f} s", t.count() / 1000.0);
+      a.measured = ok ? fmt::format("after {:.2f} s", took) : fmt::format("{} members after {:.1f} s", group(host).second.size(), took);
+      a.passed = ok;
+      report(a);
+      if (st.has("mark")) pr_.config["wait_" + st.str("mark") + "_s"] = took;
+    }
+    if (st.has("mark")) mark(st.str("mark"), "mark");
+  }
+
+  // ---- faults ----
+
+  void set_nic(const std::string& host, int nic, bool up) {
+    const auto& l = nic_link(host, nic);
+    int h = node(host);
+    auto idx = live_->tb().ifindex(h, l.b.ifname);
+    if (!idx) throw StepError(idx.error().what());
+    if (auto s = live_->tb().netlink(h).set_link_up(idx.value(), up, l.b.ifname); !s) throw StepError(s.error().what());
+  }
+
+  void nft(int fd, const std::string& script, const std::string& where) {
+    tb::ProcessSpec spec{"nft", {"nft", script}};
+    spec.netns_fd = fd;
+    spec.new_session = false;
+    auto r = tb::run_capture(spec, std::chrono::seconds(5));
+    if (!r || r.value().status != 0)
+      throw StepError("nft in " + where + " failed (" + script + ")" +
+                      (r ? ": exit " + std::to_string(r.value().status) : ": " + std::string(r.error().what())));
+  }
+
+  void fault(const Step& st) {
+    const std::string& t = st.type;
+    std::string label = st.has("mark") ? st.str("mark") : t;
+    if (t == "nic-down" || t == "nic-up") {
+      std::string host = st.str("host");
+      int nic = st.integer("nic");
+      std::vector<uint32_t> before = t == "nic-down" ? buckets(host) : std::vector<uint32_t>{};
+      size_t members = group(host).second.size();
+      set_nic(host, nic, t == "nic-up");
+      mark(label, "fault");
+      say(fmt::format("fault: {} nic{} {}", host, nic, t == "nic-up" ? "up" : "down"));
+      if (t == "nic-down") {
+        // the switch drops the NIC's next hop with its port's carrier
+        bool shrunk = eventually([&] { return group(host).second.size() + 1 == members; }, milliseconds(5000),
+                                 milliseconds(5));
+        auto after = buckets(host);
+        std::set<uint32_t> kept(after.begin(), after.end()), failed;
+        for (auto b : before)
+          if (!kept.count(b)) failed.insert(b);
+        int moved = 0, healthy = 0;
+        for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+          if (!failed.count(before[i])) {
+            ++healthy;
+            moved += after[i] != before[i];
+          }
+        faults_[label] = {{"buckets", before.size()}, {"healthy_buckets", healthy}, {"moved_healthy", moved},
+                          {"group_shrunk", shrunk}, {"members_after", group(host).second.size()}};
+        pr_.config["fault_" + label] = faults_[label];
+      }
+    } else if (t == "nic-flap") {
+      std::string host = st.str("host");
+      int nic = st.integer("nic");
+      auto half = st.duration("period") / 2;
+      int count = st.integer("count", 3);
+      for (int i = 0; i < count; ++i) {
+        set_nic(host, nic, false);
+        mark(fmt::format("{} {}", label, i + 1), "fault");
+        if (!sleep_checked(half)) throw StepError("interrupted");
+        set_nic(host, nic, true);
+        if (!sleep_checked(half)) throw StepError("interrupted");
+      }
+      say(fmt::format("fault: {} nic{} flapped {} times, period {} ms", host, nic, count, st.duration("period").count()));
+    } else if (t == "silent-drop" || t == "clear-drop") {
+      // on the switch port: the host's NIC keeps carrier, every frame is lost
+      // in both directions (netdev hooks, before and after the switch's
+      // routing; the host's BPF fast path cannot bypass them)
+      std::string host = st.str("host");
+      int nic = st.integer("nic");
+      const auto& l = nic_link(host, nic);
+      std::string table = fmt::format("lanes_drop_{}_{}", host, nic);
+      std::replace(table.begin(), table.end(), '-', '_');
+      int fd = live_->tb().netns(l.a.node).fd();
+      std::string sw = topo_.nodes[static_cast<size_t>(l.a.node)].name;
+      if (t == "silent-drop")
+        nft(fd,
+            fmt::format("add table netdev {0} ; add chain netdev {0} in {{ type filter hook ingress device \"{1}\" "
+                        "priority -500 ; policy drop ; }} ; add chain netdev {0} out {{ type filter hook egress "
+                        "device \"{1}\" priority -500 ; policy drop ; }}",
+                        table, l.a.ifname),
+            sw);
+      else
+        nft(fd, fmt::format("delete table netdev {}", table), sw);
+      mark(label, "fault");
+      say(fmt::format("fault: {} on {}:{} (towards {} nic{})", t, sw, l.a.ifname, host, nic));
+    } else if (t == "kill") {
+      kill_daemon(st, label);
+    } else if (t == "rogue-announce") {
+      rogue(st, label);
+    }
+  }
+
+  json supervisor_daemons() {
+    std::ifstream in(tb::supervisor_state_path(live_->registry(), live_->id()));
+    try {
+      return json::parse(in).value("daemons", json::array());
+    } catch (const std::exception&) {
+      return json::array();
+    }
+  }
+  pid_t daemon_pid(const std::string& node_name, const std::string& daemon) {
+    for (const auto& d : supervisor_daemons())
+      if (d.value("node", "") == node_name && d.value("name", "") == daemon) return d.value("pid", 0);
+    return 0;
+  }
+
+  void kill_daemon(const Step& st, const std::string& label) {
+    std::string n = st.str("node"), d = st.str("daemon");
+    pid_t pid = daemon_pid(n, d);
+    if (pid <= 0) throw StepError(fmt::format("no {} runs on {} (supervisor.json)", d, n));
+    if (tb::process_start_time(pid) == 0 || ::kill(pid, SIGKILL) != 0)
+      throw StepError(fmt::format("cannot kill {} on {} (pid {})", d, n, pid));
+    mark(label, "fault");
+    auto start = Clock::now();
+    bool back = eventually(
+        [&] {
+          pid_t p = daemon_pid(n, d);
+          return p > 0 && p != pid && tb::process_start_time(p) != 0;
+        },
+        milliseconds(30'000), milliseconds(20));
+    double took = std::chrono::duration<double>(Clock::now() - start).count();
+    pr_.config["restart_" + label + "_s"] = took;
+    say(fmt::format("fault: {} on {} killed (pid {}); {}", d, n, pid,
+                    back ? fmt::format("restarted by the supervisor in {:.2f} s", took) : "NOT restarted in 30 s"));
+    if (!back) throw StepError(fmt::format("{} on {} was not restarted", d, n));
+  }
+
+  // HOST's job claims VICTIM's task IP: the address on its container and in
+  // its injector's configuration; the injector restarts with it and
+  // announces it to the rack switch.
+  void rogue(const Step& st, const std::string& label) {
+    std::string host = st.str("host"), victim = st.str("victim");
+    const auto& vj = *N(victim).job;
+    auto nl = tb::Netlink::open_in(job_fd(host), host + " container");
+    if (!nl) throw StepError(nl.error().what());
+    auto lo = nl.value().ifindex("lo");
+    if (!lo) throw StepError(lo.error().what());
+    (void)nl.value().add_address(lo.value(), tb::IfAddr4{vj.task_ip4, 32}, "lo");
+    (void)nl.value().add_address(lo.value(), tb::IfAddr6{vj.task_ip6, 128}, "lo");
+    std::string cfg_path = live_->dir() + "/hosts/" + host + "/injector.json";
+    json cfg;
+    {
+      std::ifstream in(cfg_path);
+      cfg = json::parse(in);
+    }
+    cfg["task4"] = vj.task_ip4.to_string();
+    cfg["task6"] = vj.task_ip6.to_string();
+    {
+      std::ofstream o(cfg_path, std::ios::trunc);
+      o << cfg.dump(2) << "\n";
+    }
+    Step k = st;
+    k.attrs = {{"node", host}, {"daemon", "vip-injector"}};
+    kill_daemon(k, label);
+    say(fmt::format("fault: {}'s job now announces {}'s task IP {}", host, victim, vj.task_ip4.to_string()));
+  }
+
+  // ---- assertions on the live testbed ----
+
+  static inline const std::set<std::string> kLive = {"rate-ratio", "healthy-flows-kept", "members", "no-task-routes",
+                                                     "hijack-rejected"};
+
+  json gobgp(int fd, std::vector<std::string> args) {
+    tb::ProcessSpec q{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(tb::kGobgpApiPort)}};
+    q.argv.insert(q.argv.end(), args.begin(), args.end());
+    q.netns_fd = fd;
+    q.new_session = false;
+    auto out = tb::run_capture(q, std::chrono::seconds(5));
+    if (!out || out.value().status != 0) return {};
+    try {
+      return json::parse(out.value().out);
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
+
+  Assertion live_assert(const Step& st) {
+    Assertion a;
+    a.line = st.line;
+    a.phase = ph_.name;
+    a.name = st.type;
+    if (st.type == "members") {
+      std::string host = st.str("host");
+      size_t count = static_cast<size_t>(st.integer("count"));
+      a.name += " " + host;
+      bool ok = eventually([&] { return group(host).second.size() == count; }, st.duration("timeout", milliseconds(10'000)));
+      a.expected = fmt::format("{} next hops for {}", count, task_prefix(host));
+      a.measured = std::to_string(group(host).second.size());
+      a.passed = ok;
+    } else if (st.type == "healthy-flows-kept") {
+      std::string f = st.str("fault");
+      a.name += " " + f;
+      auto it = faults_.find(f);
+      a.expected = "no bucket of a healthy NIC moves";
+      if (it == faults_.end()) {
+        a.measured = "the fault recorded no buckets";
+      } else {
+        const json& x = it->second;
+        a.measured = fmt::format("{} of {} healthy buckets moved", x.value("moved_healthy", 0), x.value("healthy_buckets", 0));
+        a.passed = x.value("moved_healthy", 1) == 0 && x.value("healthy_buckets", 0) > 0 && x.value("group_shrunk", false);
+        if (!x.value("group_shrunk", false)) a.message = "the group did not drop the failed NIC";
+      }
+    } else if (st.type == "rate-ratio") {
+      std::string host = st.str("host"), dir = st.str("direction", "rx");
+      a.name += " " + host;
+      auto at = [&](const std::string& ref) {
+        TimeRef r;
+        parse_timeref(ref, r);
+        double t = marks_.count(r.mark) ? marks_.at(r.mark) : -1.0;
+        return t + static_cast<double>(r.offset.count()) / 1000.0;
+      };
+      auto s = sampler_->series();
+      auto mean = [&](double from, double to) {
+        double sum = 0;
+        for (const auto& x : s)
+          if (x.name.rfind(host + " nic", 0) == 0 && x.name.substr(x.name.size() - 2) == dir)
+            sum += window_mean(x, from, to);
+        return sum;
+      };
+      double cur = mean(at(st.str("from")), at(st.str("to"))), base = mean(at(st.str("base-from")), at(st.str("base-to")));
+      double ratio = base > 0 ? cur / base : 0;
+      a.expected = (st.has("min") ? "≥ " + st.str("min") : "") + (st.has("min") && st.has("max") ? " and " : "") +
+                   (st.has("max") ? "≤ " + st.str("max") : "");
+      a.measured = fmt::format("{:.2f} ({:.3f} Gbit/s against {:.3f})", ratio, cur, base);
+      a.passed = base > 0 && (!st.has("min") || ratio >= st.num("min")) && (!st.has("max") || ratio <= st.num("max"));
+      pr_.config["rate_ratio_" + host] = ratio;
+    } else if (st.type == "no-task-routes") {
+      std::string n = st.str("node");
+      a.name += " " + n;
+      // on a rack switch, its own rack's per-task routes belong there
+      const tb::Rack* own = nullptr;
+      for (const auto& r : topo_.racks)
+        if (r.switch_node == node(n)) own = &r;
+      auto own4 = [&](const tb::Ip4& ip) { return own && tb::contains(own->block4, ip); };
+      auto own6 = [&](const tb::Ip6& ip) { return own && tb::contains(own->block6, ip); };
+      auto& nl = live_->tb().netlink(node(n));
+      int fib = 0, rib = 0, aggregates = 0;
+      std::string example;
+      for (int fam : {AF_INET, AF_INET6}) {
+        auto routes = nl.route_entries(fam);
+        if (!routes) continue;
+        for (const auto& r : routes.value()) {
+          auto slash = r.dst.find('/');
+          if (slash == std::string::npos) continue;
+          int len = std::stoi(r.dst.substr(slash + 1));
+          bool in_pool = fam == AF_INET ? [&] {
+            auto ip = tb::parse_ip4(r.dst.substr(0, slash));
+            return ip && tb::contains(topo_.pools.task4, *ip) && !own4(*ip);
+          }() : [&] {
+            auto ip = tb::parse_ip6(r.dst.substr(0, slash));
+            return ip && tb::contains(topo_.pools.task6, *ip) && !own6(*ip);
+          }();
+          if (!in_pool) continue;
+          if ((fam == AF_INET && len == 32) || (fam == AF_INET6 && len == 128)) {
+            ++fib;
+            if (example.empty()) example = r.dst;
+          } else {
+            ++aggregates;
+          }
+        }
+      }
+      for (const char* fam : {"ipv4", "ipv6"}) {
+        json j = gobgp(ns_fd(n), {"global", "rib", "-j", "-a", fam});
+        if (!j.is_object()) continue;
+        for (const auto& [p, paths] : j.items())
+          if (p.size() > 3 && (p.substr(p.size() - 3) == "/32" || p.substr(p.size() - 4) == "/128")) {
+            auto ip4 = tb::parse_ip4(p.substr(0, p.find('/')));
+            auto ip6 = tb::parse_ip6(p.substr(0, p.find('/')));
+            if ((ip4 && tb::contains(topo_.pools.task4, *ip4) && !own4(*ip4)) ||
+                (ip6 && tb::contains(topo_.pools.task6, *ip6) && !own6(*ip6))) {
+              ++rib;
+              if (example.empty()) example = p;
+            }
+          }
+      }
+      a.expected = own ? "no other rack's /32 or /128 in the FIB or the BGP RIB"
+                       : "no /32 or /128 from the task pools in the FIB or the BGP RIB";
+      a.measured = fmt::format("{} in the FIB, {} in the RIB ({} task aggregates){}", fib, rib, aggregates,
+                               example.empty() ? "" : ", e.g. " + example);
+      a.passed = fib == 0 && rib == 0 && aggregates > 0;
+      if (aggregates == 0) a.message = "no task aggregate reached this node either";
+    } else if (st.type == "hijack-rejected") {
+      std::string victim = st.str("victim"), rogue = st.str("rogue");
+      a.name += " " + rogue + " claims " + victim;
+      std::set<std::string> victim_nh, rogue_nh;
+      for (const auto& nic : N(victim).nics) victim_nh.insert(nic.job_addr4.addr.to_string());
+      for (const auto& nic : N(rogue).nics) rogue_nh.insert(nic.job_addr4.addr.to_string());
+      int sw = switch_of(victim);
+      uint64_t rejected = 0;
+      size_t paths = 0, foreign = 0;
+      auto check = [&] {
+        json status = tb::switch_status_json(live_->registry(), live_->id(), topo_.nodes[static_cast<size_t>(sw)],
+                                             live_->tb().netns(sw).fd());
+        rejected = 0;
+        for (const auto& s : status.value("sessions", json::array()))
+          if (rogue_nh.count(s.value("neighbor", ""))) rejected += s.value("rejected", uint64_t{0});
+        json rib = gobgp(live_->tb().netns(sw).fd(), {"global", "rib", "-j", "-a", "ipv4", task_prefix(victim)});
+        paths = foreign = 0;
+        if (rib.is_object())
+          for (const auto& [p, ps] : rib.items())
+            for (const auto& x : ps) {
+              ++paths;
+              foreign += !victim_nh.count(x.value("neighbor-ip", ""));
+            }
+        return rejected > 0 && foreign == 0 && paths == victim_nh.size() &&
+               group(victim).second.size() == victim_nh.size();
+      };
+      a.passed = eventually(check, st.duration("timeout", milliseconds(15'000)), milliseconds(250));
+      a.expected = fmt::format("the rogue's announcements rejected; {} paths for {}, all from {}", victim_nh.size(),
+                               task_prefix(victim), victim);
+      a.measured = fmt::format("{} rejected from {}; {} paths, {} not from {}", rejected, rogue, paths, foreign, victim);
+    }
+    return a;
+  }
+
+  void copy_logs() {
+    if (!live_) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir_ + "/logs", ec);
+    for (const auto& e : std::filesystem::directory_iterator(live_->dir() + "/logs", ec))
+      std::filesystem::copy_file(e.path(), dir_ + "/logs/" + e.path().filename().string(),
+                                 std::filesystem::copy_options::overwrite_existing, ec);
+    std::filesystem::copy_file(tb::events_path(live_->registry(), live_->id()), dir_ + "/events.jsonl",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+  }
+
+  const Scenario& sc_;
+  const Phase& ph_;
+  const RunOptions& opt_;
+  ScenarioResult& result_;
+  PhaseResult& pr_;
+  const tb::Topology& topo_;
+  std::ofstream* steps_;
+  std::string dir_;
+  std::optional<tb::LiveRun> live_;
+  std::map<std::string, tb::Netns> job_ns_;
+  std::optional<Sampler> sampler_;
+  Clock::time_point t0_;
+  std::map<std::string, double> marks_ = {{"start", 0.0}};
+  std::map<std::string, Running> running_;
+  std::map<std::string, json> faults_;
+  int next_port_ = 5301;
+};
+
+reports::TopologyView view_of(const tb::Topology& t) {
+  reports::TopologyView v;
+  v.name = t.name;
+  for (const auto& n : t.nodes)
+    v.nodes.push_back({n.name, tb::to_string(n.kind), n.rack >= 0 ? t.racks[static_cast<size_t>(n.rack)].name : ""});
+  for (const auto& l : t.links)
+    v.links.push_back({t.nodes[static_cast<size_t>(l.a.node)].name, t.nodes[static_cast<size_t>(l.b.node)].name,
+                       tb::to_string(l.kind)});
+  return v;
+}
+
+}  // namespace
+
+reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt_in) {
+  RunOptions opt = opt_in;
+  ScenarioResult r;
+  r.name = sc.name;
+  r.description = sc.description;
+  r.file = sc.file;
+  if (!sc.phases.empty()) r.topology = view_of(sc.phases.back().topology);
+  auto t0 = Clock::now();
+  if (opt.out_dir.empty()) opt.out_dir = "/tmp/lanes-scenario-" + std::to_string(::getpid());
+  opt.out_dir += "/" + sc.name;
+  std::filesystem::create_directories(opt.out_dir);
+  std::ofstream steps(opt.out_dir + "/steps.log", std::ios::trunc);
+  if (opt.progress) *opt.progress << "scenario " << sc.name << ": " << sc.description << "\n" << std::flush;
+  for (size_t i = 0; i < sc.phases.size(); ++i) {
+    const auto& ph = sc.phases[i];
+    r.phases.emplace_back();
+    r.phases.back().name = ph.name;
+    PhaseRun run(sc, ph, opt, r, r.phases.back(), &steps);
+    try {
+      run.run();
+    } catch (const std::exception& e) {
+      r.error = fmt::format("phase {}: {}", ph.name, e.what());
+      if (opt.progress) *opt.progress << "  ✗ " << r.error << "\n";
+      steps << "error: " << r.error << "\n";
+    }
+    bool last = i + 1 == sc.phases.size() || !r.error.empty();
+    if (last && opt.keep && run.run_id().size()) {
+      if (opt.progress) *opt.progress << "  run " << run.run_id() << " is kept up (lanes down " << run.run_id() << ")\n";
+      run.keep();
+    } else {
+      run.down();
+    }
+    if (!r.error.empty()) break;
+  }
+  if (r.error.empty())
+    for (const auto& a : sc.assertions) {
+      auto x = evaluate(a, r, "");
+      std::string line = fmt::format("{} {}: {} (expected {})", x.passed ? "✓" : "✗", x.name, x.measured, x.expected);
+      if (opt.progress) *opt.progress << "  " << line << "\n";
+      steps << line << "\n";
+      r.assertions.push_back(std::move(x));
+    }
+  r.duration_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.passed = r.error.empty() && !r.assertions.empty() &&
+             std::all_of(r.assertions.begin(), r.assertions.end(), [](const Assertion& a) { return a.passed; });
+  steps.close();
+  r.log_tail = tail_of(opt.out_dir + "/steps.log", 40);
+  return r;
+}
+
+}  // namespace lanes::scenarios

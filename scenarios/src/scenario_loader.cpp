@@ -1,0 +1,638 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <pugixml.hpp>
+#include <set>
+#include <sstream>
+
+#include "lanes/scenarios/scenario.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+
+namespace lanes::scenarios {
+
+using testbed::InputError;
+using testbed::NodeKind;
+using testbed::Topology;
+
+namespace {
+
+// What an attribute holds; checked at load time.
+enum class Kind { text, name, integer, number, size, duration, boolean, host, server, node, nic, choice, phase, workload, mark, timeref };
+
+struct Attr {
+  const char* name;
+  Kind kind;
+  bool required = false;
+  const char* choices = nullptr;  // Kind::choice: "a|b|c"
+};
+
+using Attrs = std::vector<Attr>;
+
+const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|bpf-numa"},
+                              {"vip", Kind::choice, false, "per-nic|add-path"},
+                              {"nics", Kind::integer},
+                              {"rate", Kind::text},
+                              {"hold-time", Kind::integer}};
+
+// element -> type -> attributes ("" = the element has no type attribute)
+const std::map<std::string, std::map<std::string, Attrs>>& schema() {
+  static const std::map<std::string, std::map<std::string, Attrs>> s = {
+      {"converge", {{"", {{"timeout", Kind::duration}, {"mark", Kind::name}}}}},
+      {"sleep", {{"", {{"duration", Kind::duration, true}, {"mark", Kind::name}}}}},
+      {"mark", {{"", {{"name", Kind::name, true}}}}},
+      {"stop", {{"", {{"workload", Kind::workload, true}, {"mark", Kind::name}}}}},
+      {"wait",
+       {{"", {{"workload", Kind::workload}, {"condition", Kind::choice, false, "members"}, {"host", Kind::host},
+              {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name}}}}},
+      {"workload",
+       {{"checkpoint-save",
+         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
+          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+        {"checkpoint-restore",
+         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
+          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+        {"ingest",
+         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::integer},
+          {"requests", Kind::integer}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+        {"bootstrap",
+         {{"server", Kind::server, true}, {"hosts", Kind::text}, {"workers", Kind::integer}, {"bytes", Kind::size},
+          {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+        {"probe",
+         {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::integer}, {"rate", Kind::number},
+          {"per-nic", Kind::boolean}}}}},
+      {"fault",
+       {{"nic-down", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
+        {"nic-up", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
+        {"nic-flap",
+         {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"period", Kind::duration, true},
+          {"count", Kind::integer}, {"mark", Kind::name}}},
+        {"silent-drop", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
+        {"clear-drop", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
+        {"kill",
+         {{"node", Kind::node, true}, {"daemon", Kind::choice, true, "gobgpd|fib-agent|vip-injector|host-agent"},
+          {"mark", Kind::name}}},
+        {"rogue-announce", {{"host", Kind::host, true}, {"victim", Kind::host, true}, {"mark", Kind::name}}}}},
+      {"assert",
+       {{"throughput-ratio",
+         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
+          {"min", Kind::number}, {"max", Kind::number}}},
+        {"completion-ratio",
+         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
+          {"min", Kind::number}, {"max", Kind::number}}},
+        {"nic-share",
+         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"expected", Kind::number},
+          {"tolerance", Kind::number}}},
+        {"connection-errors", {{"workload", Kind::workload}, {"phase", Kind::phase}, {"max", Kind::integer}}},
+        {"bytes-verified", {{"workload", Kind::workload}, {"phase", Kind::phase}}},
+        {"blackout",
+         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"max", Kind::duration},
+          {"min", Kind::duration}}},
+        {"latency", {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"p99-max", Kind::duration, true}}},
+        {"completion-time",
+         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"max", Kind::duration, true}}},
+        {"rate-ratio",
+         {{"host", Kind::host, true}, {"direction", Kind::choice, false, "rx|tx"}, {"from", Kind::timeref, true},
+          {"to", Kind::timeref, true}, {"base-from", Kind::timeref, true}, {"base-to", Kind::timeref, true},
+          {"min", Kind::number}, {"max", Kind::number}}},
+        {"healthy-flows-kept", {{"fault", Kind::mark, true}}},
+        {"members", {{"host", Kind::host, true}, {"count", Kind::integer, true}, {"timeout", Kind::duration}}},
+        {"no-task-routes", {{"node", Kind::node, true}}},
+        {"hijack-rejected",
+         {{"victim", Kind::host, true}, {"rogue", Kind::host, true}, {"timeout", Kind::duration}}}}},
+  };
+  return s;
+}
+
+// assertions that look at the live run, so they belong inside a phase
+const std::set<std::string> kLiveAsserts = {"rate-ratio", "healthy-flows-kept", "members", "no-task-routes",
+                                            "hijack-rejected"};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError({fmt::format("{}: cannot read: {}", path, std::strerror(errno))});
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class Loader {
+ public:
+  Loader(std::string text, std::string file) : text_(std::move(text)), file_(std::move(file)) {
+    for (size_t i = 0; i < text_.size(); ++i)
+      if (text_[i] == '\n') newlines_.push_back(static_cast<ptrdiff_t>(i));
+  }
+
+  std::vector<Scenario> load() {
+    pugi::xml_document doc;
+    auto res = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
+    if (!res) throw InputError({fmt::format("{}:{}: not well-formed XML: {}", file_, line_of(res.offset),
+                                            res.description())});
+    auto root = doc.document_element();
+    std::vector<Scenario> out;
+    if (std::string(root.name()) == "suite") {
+      check_only(root, {"name", "description"});
+      for (auto c : root.children()) {
+        if (c.type() != pugi::node_element) continue;
+        if (std::string(c.name()) != "include") {
+          problem(c, "<{}> is not allowed in a suite (only <include file=\"...\"/>)", c.name());
+          continue;
+        }
+        check_only(c, {"file"});
+        std::string f = c.attribute("file").value();
+        if (f.empty()) {
+          problem(c, "<include> needs file=\"...\"");
+          continue;
+        }
+        std::string path = relative(f);
+        try {
+          for (auto& s : Loader(read_text(path), path).load()) out.push_back(std::move(s));
+        } catch (const InputError& e) {
+          for (const auto& p : e.problems()) problems_.push_back(p);
+        }
+      }
+      if (out.empty() && problems_.empty()) problem(root, "the suite includes no scenario");
+    } else if (std::string(root.name()) == "scenario") {
+      out.push_back(scenario(root));
+    } else {
+      problem(root, "expected <scenario> or <suite>, found <{}>", root.name());
+    }
+    if (!problems_.empty()) throw InputError(problems_);
+    return out;
+  }
+
+ private:
+  int line_of(ptrdiff_t off) const {
+    return static_cast<int>(std::upper_bound(newlines_.begin(), newlines_.end(), off - 1) - newlines_.begin()) + 1;
+  }
+  int line_of(const pugi::xml_node& n) const { return line_of(n.offset_debug()); }
+
+  template <typename... Args>
+  void problem(const pugi::xml_node& n, fmt::format_string<Args...> f, Args&&... args) {
+    problems_.push_back(fmt::format("{}:{}: {}", file_, line_of(n), fmt::format(f, std::forward<Args>(args)...)));
+  }
+
+  std::string relative(const std::string& f) const {
+    std::filesystem::path p(f);
+    if (p.is_absolute()) return p.string();
+    return (std::filesystem::path(file_).parent_path() / p).lexically_normal().string();
+  }
+
+  void check_only(const pugi::xml_node& n, std::set<std::string> allowed) {
+    for (auto a : n.attributes())
+      if (!allowed.count(a.name())) {
+        std::string list;
+        for (const auto& x : allowed) list += (list.empty() ? "" : ", ") + x;
+        problem(n, "<{}> has no attribute '{}' (it takes: {})", n.name(), a.name(), list.empty() ? "none" : list);
+      }
+  }
+
+  Overrides overrides_of(const pugi::xml_node& n, Overrides base) {
+    for (const auto& a : kOverrideAttrs) {
+      auto v = n.attribute(a.name);
+      if (!v) continue;
+      std::string s = v.value();
+      bool ok = true;
+      if (a.kind == Kind::choice) {
+        ok = ("|" + std::string(a.choices) + "|").find("|" + s + "|") != std::string::npos;
+        if (!ok) problem(n, "{}=\"{}\": expected one of {}", a.name, s, a.choices);
+      } else if (std::string(a.name) == "rate") {
+        uint64_t bps;
+        ok = testbed::parse_rate(s, bps);
+        if (!ok) problem(n, "rate=\"{}\": expected a rate like 500mbit, 1gbit or off", s);
+      } else {
+        int lo = std::string(a.name) == "nics" ? 1 : 3, hi = std::string(a.name) == "nics" ? 16 : 65535;
+        int x = 0;
+        try {
+          size_t used = 0;
+          x = std::stoi(s, &used);
+          ok = used == s.size();
+        } catch (const std::exception&) {
+          ok = false;
+        }
+        if (!ok || x < lo || x > hi) {
+          problem(n, "{}=\"{}\": expected a whole number from {} to {}", a.name, s, lo, hi);
+          ok = false;
+        }
+      }
+      if (ok) base[a.name] = s;
+    }
+    return base;
+  }
+
+  // The topology text with OVERRIDES applied to every <job>, <host> and <rack>.
+  std::string apply(const std::string& topo_text, const Overrides& ov) {
+    if (ov.empty()) return topo_text;
+    pugi::xml_document d;
+    if (!d.load_buffer(topo_text.data(), topo_text.size())) return topo_text;
+    std::function<void(pugi::xml_node)> walk = [&](pugi::xml_node n) {
+      std::string e = n.name();
+      auto set = [&](const char* k) {
+        auto it = ov.find(k);
+        if (it == ov.end()) return;
+        if (!n.attribute(k)) n.append_attribute(k);
+        n.attribute(k).set_value(it->second.c_str());
+      };
+      if (e == "job") set("egress"), set("vip");
+      if (e == "host") set("nics"), set("rate");
+      if (e == "rack") set("hold-time");
+      for (auto c : n.children())
+        if (c.type() == pugi::node_element) walk(c);
+    };
+    walk(d.document_element());
+    std::ostringstream ss;
+    d.save(ss, "  ");
+    return ss.str();
+  }
+
+  Scenario scenario(const pugi::xml_node& root) {
+    Scenario sc;
+    sc.file = file_;
+    check_only(root, {"name", "description"});
+    sc.name = root.attribute("name").value();
+    sc.description = root.attribute("description").value();
+    if (sc.name.empty()) problem(root, "<scenario> needs name=\"...\"");
+    auto topo_el = root.child("topology");
+    std::string topo_text;
+    Overrides base;
+    std::optional<Topology> base_topo;
+    if (!topo_el) {
+      problem(root, "<scenario> needs a <topology file=\"...\"/>");
+    } else {
+      check_only(topo_el, {"file", "egress", "vip", "nics", "rate", "hold-time"});
+      std::string f = topo_el.attribute("file").value();
+      if (f.empty()) {
+        problem(topo_el, "<topology> needs file=\"...\" (a topology file, relative to this scenario)");
+      } else {
+        sc.topology_file = relative(f);
+        try {
+          topo_text = read_text(sc.topology_file);
+          base_topo = testbed::load_topology_text(topo_text, sc.topology_file);
+        } catch (const InputError& e) {
+          for (const auto& p : e.problems()) problems_.push_back(p);
+        }
+      }
+      base = overrides_of(topo_el, {});
+    }
+    std::set<std::string> phase_names;
+    std::map<std::string, std::set<std::string>> workloads_of;  // phase -> workloads
+    std::set<std::string> marks_all;
+    for (auto c : root.children()) {
+      if (c.type() != pugi::node_element) continue;
+      std::string e = c.name();
+      if (e == "topology") continue;
+      if (e == "phase") {
+        Phase ph;
+        ph.line = line_of(c);
+        check_only(c, {"name", "egress", "vip", "nics", "rate", "hold-time"});
+        ph.name = c.attribute("name").value();
+        if (ph.name.empty()) problem(c, "<phase> needs name=\"...\"");
+        if (!phase_names.insert(ph.name).second) problem(c, "a phase named '{}' exists already", ph.name);
+        ph.overrides = overrides_of(c, base);
+        if (base_topo) {
+          ph.topology_xml = apply(topo_text, ph.overrides);
+          try {
+            std::string where = ph.overrides.empty() ? sc.topology_file
+                                                     : fmt::format("{} (as changed at {}:{})", sc.topology_file,
+                                                                   file_, ph.line);
+            ph.topology = testbed::load_topology_text(ph.topology_xml, where);
+          } catch (const InputError& err) {
+            for (const auto& p : err.problems()) problems_.push_back(p);
+            base_topo.reset();
+          }
+        }
+        std::set<std::string> workloads, marks = {"start"};
+        for (auto s : c.children()) {
+          if (s.type() != pugi::node_element) continue;
+          auto st = step(s, base_topo ? &ph.topology : nullptr, ph.name, workloads, marks, true, workloads_of,
+                         phase_names);
+          if (st) ph.steps.push_back(*st);
+        }
+        workloads_of[ph.name] = workloads;
+        for (const auto& m : marks) marks_all.insert(m);
+        sc.phases.push_back(std::move(ph));
+        continue;
+      }
+      if (e == "assert") {
+        std::set<std::string> none, marks;
+        auto st = step(c, nullptr, "", none, marks, false, workloads_of, phase_names);
+        if (st) sc.assertions.push_back(*st);
+        continue;
+      }
+      problem(c, "<{}> is not allowed here (a scenario holds <topology>, <phase> and <assert>)", e);
+    }
+    if (sc.phases.empty()) problem(root, "<scenario> needs at least one <phase>");
+    return sc;
+  }
+
+  std::optional<Step> step(const pugi::xml_node& n, const Topology* topo, const std::string& phase,
+                           std::set<std::string>& workloads, std::set<std::string>& marks, bool in_phase,
+                           const std::map<std::string, std::set<std::string>>& workloads_of,
+                           const std::set<std::string>& phases) {
+    Step st;
+    st.element = n.name();
+    st.line = line_of(n);
+    auto el = schema().find(st.element);
+    if (el == schema().end()) {
+      problem(n, "<{}> is not a step (steps: converge, workload, sleep, fault, wait, stop, mark, assert)",
+              st.element);
+      return std::nullopt;
+    }
+    const Attrs* attrs = nullptr;
+    if (el->second.count("")) {
+      attrs = &el->second.at("");
+    } else {
+      st.type = n.attribute("type").value();
+      auto t = el->second.find(st.type);
+      if (t == el->second.end()) {
+        std::string list;
+        for (const auto& [k, v] : el->second) list += (list.empty() ? "" : ", ") + k;
+        problem(n, "<{}> type=\"{}\": expected one of {}", st.element, st.type, list);
+        return std::nullopt;
+      }
+      attrs = &t->second;
+    }
+    if (st.element == "assert" && !in_phase && kLiveAsserts.count(st.type)) {
+      problem(n, "assert type=\"{}\" looks at the running testbed, so it belongs inside a <phase>", st.type);
+      return std::nullopt;
+    }
+    std::set<std::string> allowed;
+    if (!st.type.empty()) allowed.insert("type");
+    if (st.element == "workload") allowed.insert("name");
+    for (const auto& a : *attrs) allowed.insert(a.name);
+    check_only(n, allowed);
+    if (st.element == "workload") {
+      std::string name = n.attribute("name").value();
+      if (name.empty()) problem(n, "<workload> needs name=\"...\"");
+      else if (!workloads.insert(name).second) problem(n, "a workload named '{}' exists already in this phase", name);
+      st.attrs["name"] = name;
+    }
+    bool ok = true;
+    for (const auto& a : *attrs) {
+      auto v = n.attribute(a.name);
+      if (!v) {
+        if (a.required) {
+          problem(n, "<{}{}> needs {}=\"...\"", st.element, st.type.empty() ? "" : " type=\"" + st.type + "\"",
+                  a.name);
+          ok = false;
+        }
+        continue;
+      }
+      std::string s = v.value();
+      if (!check_value(n, a, s, topo, phase, workloads, marks, workloads_of, phases, st)) ok = false;
+      st.attrs[a.name] = s;
+    }
+    if (st.element == "wait" && st.has("workload") == (st.str("condition") == "members")) {
+      problem(n, "<wait> takes either workload=\"...\" or condition=\"members\" host=\"...\" count=\"...\"");
+      ok = false;
+    }
+    if (st.element == "wait" && st.str("condition") == "members" && (!st.has("host") || !st.has("count"))) {
+      problem(n, "<wait condition=\"members\"> needs host=\"...\" and count=\"...\"");
+      ok = false;
+    }
+    if (st.element == "workload" && st.type == "probe" && topo) {
+      int from = topo->find_node(st.str("from"));
+      if (st.flag("per-nic", false) && from >= 0 && topo->nodes[from].kind != NodeKind::host) {
+        problem(n, "per-nic=\"true\" needs from=\"...\" to be a job host");
+        ok = false;
+      }
+    }
+    if (st.element == "mark") marks.insert(st.str("name"));
+    if (st.has("mark")) marks.insert(st.str("mark"));
+    if (st.element == "workload") marks.insert(st.str("name") + ".start"), marks.insert(st.str("name") + ".end");
+    if (st.element == "assert" && st.has("workload")) {
+      std::string ph = st.has("phase") ? st.str("phase") : phase;
+      if (ph.empty()) {
+        problem(n, "an assert outside a phase needs phase=\"...\"");
+        ok = false;
+      } else {
+        auto it = workloads_of.find(ph);
+        const std::set<std::string>* ws = ph == phase ? &workloads : (it == workloads_of.end() ? nullptr : &it->second);
+        if (ws && !ws->count(st.str("workload"))) {
+          problem(n, "phase '{}' has no workload '{}' before this assert", ph, st.str("workload"));
+          ok = false;
+        }
+      }
+      for (const char* k : {"baseline"}) {
+        if (!st.has(k)) continue;
+        auto it = workloads_of.find(st.str(k));
+        if (it != workloads_of.end() && !it->second.count(st.str("workload"))) {
+          problem(n, "phase '{}' has no workload '{}'", st.str(k), st.str("workload"));
+          ok = false;
+        }
+      }
+    }
+    if (!ok) return std::nullopt;
+    return st;
+  }
+
+  bool check_value(const pugi::xml_node& n, const Attr& a, const std::string& s, const Topology* topo,
+                   const std::string& /*phase*/, const std::set<std::string>& workloads,
+                   const std::set<std::string>& marks, const std::map<std::string, std::set<std::string>>&,
+                   const std::set<std::string>& phases, const Step& st) {
+    auto bad = [&](const std::string& what) {
+      problem(n, "{}=\"{}\": {}", a.name, s, what);
+      return false;
+    };
+    switch (a.kind) {
+      case Kind::text:
+        return true;
+      case Kind::name:
+        if (s.empty() || s.size() > 32 || s.find_first_of(" +\t") != std::string::npos)
+          return bad("expected a name without spaces or '+'");
+        return true;
+      case Kind::integer: {
+        try {
+          size_t used = 0;
+          long v = std::stol(s, &used);
+          if (used != s.size() || v < 0 || v > 1'000'000) return bad("expected a whole number from 0 to 1000000");
+        } catch (const std::exception&) {
+          return bad("expected a whole number");
+        }
+        return true;
+      }
+      case Kind::number: {
+        try {
+          size_t used = 0;
+          double v = std::stod(s, &used);
+          if (used != s.size() || !std::isfinite(v)) return bad("expected a number");
+        } catch (const std::exception&) {
+          return bad("expected a number");
+        }
+        return true;
+      }
+      case Kind::size: {
+        uint64_t b;
+        if (!parse_size(s, b) || b == 0) return bad("expected a size like 600M, 64K or 2G");
+        return true;
+      }
+      case Kind::duration: {
+        std::chrono::milliseconds d;
+        if (!parse_duration(s, d)) return bad("expected a duration like 2s, 500ms or 1m");
+        return true;
+      }
+      case Kind::boolean:
+        if (s != "true" && s != "false") return bad("expected true or false");
+        return true;
+      case Kind::choice:
+        if (("|" + std::string(a.choices) + "|").find("|" + s + "|") == std::string::npos)
+          return bad(fmt::format("expected one of {}", a.choices));
+        return true;
+      case Kind::host:
+      case Kind::server:
+      case Kind::node: {
+        if (!topo) return true;  // the topology is broken: reported already
+        int i = topo->find_node(s);
+        if (i < 0) return bad(fmt::format("topology '{}' has no node of that name", topo->name));
+        const auto& nd = topo->nodes[i];
+        if (a.kind == Kind::host && (nd.kind != NodeKind::host || !nd.job))
+          return bad("expected a host with a job");
+        if (a.kind == Kind::server && nd.kind != NodeKind::server) return bad("expected a server");
+        return true;
+      }
+      case Kind::nic: {
+        if (!topo) return true;
+        int i = topo->find_node(st.str("host", n.attribute("host").value()));
+        int k = -1;
+        try {
+          size_t used = 0;
+          k = std::stoi(s, &used);
+          if (used != s.size()) k = -1;
+        } catch (const std::exception&) {
+        }
+        if (i < 0) return true;
+        int nics = static_cast<int>(topo->nodes[i].nics.size());
+        if (k < 0 || k >= nics) return bad(fmt::format("host has NICs 0 to {} in this phase", nics - 1));
+        return true;
+      }
+      case Kind::phase:
+        if (!phases.count(s)) return bad("no phase of that name before this point");
+        return true;
+      case Kind::workload:
+        if (st.element != "assert" && !workloads.count(s))
+          return bad("no workload of that name earlier in this phase");
+        return true;
+      case Kind::mark:
+        if (!marks.count(s)) return bad("no step with that mark earlier in this phase");
+        return true;
+      case Kind::timeref: {
+        TimeRef r;
+        if (!parse_timeref(s, r) || !marks.count(r.mark))
+          return bad("expected MARK, MARK+DURATION or MARK-DURATION of a mark earlier in this phase ('start', a "
+                     "step's mark, WORKLOAD.start, WORKLOAD.end)");
+        return true;
+      }
+    }
+    return true;
+  }
+
+  std::string text_;
+  std::string file_;
+  std::vector<ptrdiff_t> newlines_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+bool parse_duration(const std::string& s, std::chrono::milliseconds& out) {
+  if (s.empty()) return false;
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::string unit = s.substr(used);
+  double ms;
+  if (unit == "ms") ms = v;
+  else if (unit == "s" || unit.empty()) ms = v * 1000;
+  else if (unit == "m") ms = v * 60'000;
+  else return false;
+  if (!std::isfinite(ms) || ms < 0 || ms > 24 * 3600e3) return false;
+  out = std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
+  return true;
+}
+
+bool parse_size(const std::string& s, uint64_t& out) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  std::string unit = s.substr(used);
+  static const std::map<std::string, double> units = {{"", 1},         {"B", 1},           {"K", 1e3},
+                                                      {"M", 1e6},      {"G", 1e9},         {"Ki", 1024.0},
+                                                      {"Mi", 1048576.0}, {"Gi", 1073741824.0}};
+  auto it = units.find(unit);
+  if (it == units.end()) return false;
+  double b = v * it->second;
+  if (!std::isfinite(b) || b < 0 || b > 1e12) return false;
+  out = static_cast<uint64_t>(std::llround(b));
+  return true;
+}
+
+bool parse_timeref(const std::string& s, TimeRef& out) {
+  auto op = s.find_last_of("+-");
+  if (op != std::string::npos && op > 0) {
+    std::chrono::milliseconds d;
+    if (parse_duration(s.substr(op + 1), d)) {
+      out.mark = s.substr(0, op);
+      out.offset = s[op] == '-' ? -d : d;
+      return true;
+    }
+  }
+  out.mark = s;
+  out.offset = std::chrono::milliseconds(0);
+  return !s.empty();
+}
+
+std::string Step::str(const std::string& k, const std::string& def) const {
+  auto it = attrs.find(k);
+  return it == attrs.end() ? def : it->second;
+}
+double Step::num(const std::string& k, double def) const { return has(k) ? std::stod(str(k)) : def; }
+int Step::integer(const std::string& k, int def) const { return has(k) ? std::stoi(str(k)) : def; }
+uint64_t Step::bytes(const std::string& k, uint64_t def) const {
+  uint64_t b = def;
+  if (has(k)) parse_size(str(k), b);
+  return b;
+}
+std::chrono::milliseconds Step::duration(const std::string& k, std::chrono::milliseconds def) const {
+  auto d = def;
+  if (has(k)) parse_duration(str(k), d);
+  return d;
+}
+bool Step::flag(const std::string& k, bool def) const { return has(k) ? str(k) == "true" : def; }
+std::string Step::describe() const {
+  std::string s = element;
+  if (has("name")) s += " " + str("name");
+  if (!type.empty()) s += (has("name") ? " (" + type + ")" : " " + type);
+  return s;
+}
+
+std::vector<Scenario> load_scenarios_text(const std::string& text, const std::string& file) {
+  return Loader(text, file).load();
+}
+
+std::vector<Scenario> load_scenarios(const std::string& path) { return load_scenarios_text(read_text(path), path); }
+
+std::string shipped_dir() {
+  if (const char* e = std::getenv("LANES_SCENARIOS_DIR"); e && *e) return e;
+  return LANES_SHIPPED_SCENARIOS;
+}
+
+std::string resolve_scenario(const std::string& s) {
+  if (s.find('/') != std::string::npos || std::filesystem::exists(s)) return s;
+  std::string p = shipped_dir() + "/" + s + (s.size() > 4 && s.substr(s.size() - 4) == ".xml" ? "" : ".xml");
+  return std::filesystem::exists(p) ? p : s;
+}
+
+}  // namespace lanes::scenarios
