@@ -145,7 +145,7 @@ std::string topology_svg(const TopologyView& t) {
   std::vector<const TopologyView::Node*> others;
   for (const auto& n : t.nodes) {
     if (n.kind == "spine") spines.push_back(&n);
-    else if (n.kind == "rack-switch" || n.kind == "rack_switch") switches.push_back(&n);
+    else if (n.kind == "switch") switches.push_back(&n);
     else if (!n.rack.empty()) below[n.rack].push_back(&n);
     else others.push_back(&n);
   }
