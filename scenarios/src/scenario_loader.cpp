@@ -312,7 +312,7 @@ class Loader {
                          phase_names);
           if (st) ph.steps.push_back(*st);
         }
-        workloads_of[ph.name] = workloads;
+        workloads_of.emplace(ph.name, workloads);  // a duplicate phase name is reported already
         for (const auto& m : marks) marks_all.insert(m);
         sc.phases.push_back(std::move(ph));
         continue;

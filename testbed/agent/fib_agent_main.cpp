@@ -138,8 +138,14 @@ int main(int argc, char** argv) {
   ev.data.fd = mon.value().fd();
   ::epoll_ctl(ep, EPOLL_CTL_ADD, mon.value().fd(), &ev);
 
-  std::optional<StreamingChild> monitor;
-  std::string linebuf;
+  // one monitor per address family (gobgp's monitor follows one, IPv4 by
+  // default); --current makes each start with the RIB's contents as of its
+  // subscription, so no update falls between the snapshot and the stream
+  struct Monitor {
+    StreamingChild child;
+    std::string linebuf;
+  };
+  std::vector<Monitor> monitors;
   std::set<std::string> up_now;
   Clock::time_point stale_since = Clock::now();
   Clock::time_point next_try = Clock::now(), next_state = Clock::now();
@@ -159,16 +165,21 @@ int main(int argc, char** argv) {
     auto now = Clock::now();
     if (!connected && now >= next_try) {
       next_try = now + std::chrono::milliseconds(200);
-      ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j"})};
-      spec.new_session = false;
-      auto m = StreamingChild::start(spec);
-      auto rib = m ? snapshot(g) : std::nullopt;
-      if (m && rib) {
-        monitor.emplace(std::move(m).value());
-        ev.data.fd = monitor->fd();
-        ::epoll_ctl(ep, EPOLL_CTL_ADD, monitor->fd(), &ev);
+      std::vector<Monitor> started;
+      for (const char* fam : {"ipv4", "ipv6"}) {
+        ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j", "--current", "-a", fam})};
+        spec.new_session = false;
+        auto m = StreamingChild::start(spec);
+        if (m) started.push_back({std::move(m).value(), {}});
+      }
+      auto rib = started.size() == 2 ? snapshot(g) : std::nullopt;
+      if (rib) {
+        monitors = std::move(started);
+        for (auto& m : monitors) {
+          ev.data.fd = m.child.fd();
+          ::epoll_ctl(ep, EPOLL_CTL_ADD, m.child.fd(), &ev);
+        }
         connected = true;
-        linebuf.clear();
         for (const auto& p : cfg.originate) {
           auto r = g.run({"global", "rib", "add", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
           if (!r || r.value().status != 0) lg::warn("originating {} failed", p);
@@ -205,31 +216,35 @@ int main(int argc, char** argv) {
         if (events_read)
           for (const auto& e : events_read.value())
             if (!e.deleted) agent.link_changed(e.name, e.carrier && e.admin_up);
-      } else if (monitor && evs[i].data.fd == monitor->fd()) {
-        bool alive = monitor->read_some(linebuf);
-        size_t pos;
-        while ((pos = linebuf.find('\n')) != std::string::npos) {
-          std::string line = linebuf.substr(0, pos);
-          linebuf.erase(0, pos + 1);
-          if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-          try {
-            for (const auto& [prefix, nhs] : parse_gobgp_paths(nlohmann::json::parse(line))) {
-              agent.update(prefix, nhs);
-              ++events;
+      } else {
+        for (auto& m : monitors) {
+          if (evs[i].data.fd != m.child.fd()) continue;
+          bool alive = m.child.read_some(m.linebuf);
+          size_t pos;
+          while ((pos = m.linebuf.find('\n')) != std::string::npos) {
+            std::string line = m.linebuf.substr(0, pos);
+            m.linebuf.erase(0, pos + 1);
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            try {
+              for (const auto& [prefix, nhs] : parse_gobgp_paths(nlohmann::json::parse(line))) {
+                agent.update(prefix, nhs);
+                ++events;
+              }
+            } catch (const std::exception& e) {
+              lg::warn("unparsable monitor line: {}", e.what());
             }
-          } catch (const std::exception& e) {
-            lg::warn("unparsable monitor line: {}", e.what());
           }
-        }
-        if (!alive) {
-          ::epoll_ctl(ep, EPOLL_CTL_DEL, monitor->fd(), nullptr);
-          monitor.reset();
-          connected = false;
-          ++gobgpd_losses;
-          if (!up_now.empty()) expected = up_now;
-          agent.set_stale(true);
-          stale_since = Clock::now();
-          lg::warn("lost gobgpd; routes kept as stale until its sessions are back");
+          if (!alive) {
+            for (auto& x : monitors) ::epoll_ctl(ep, EPOLL_CTL_DEL, x.child.fd(), nullptr);
+            monitors.clear();  // kills the other family's monitor too
+            connected = false;
+            ++gobgpd_losses;
+            if (!up_now.empty()) expected = up_now;
+            agent.set_stale(true);
+            stale_since = Clock::now();
+            lg::warn("lost gobgpd; routes kept as stale until its sessions are back");
+          }
+          break;
         }
       }
     }

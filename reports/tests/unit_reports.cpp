@@ -1,0 +1,183 @@
+// unit tier: the report writers — JUnit XML against the JUnit schema CI
+// reporters read (tests/data/junit.xsd, checked with xmllint), the JSON
+// round trip, and the HTML report's content.
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "lanes/reports/result.hpp"
+#include "lanes/reports/writers.hpp"
+#include "lanes/testbed/process.hpp"
+
+using namespace lanes::reports;
+
+namespace {
+
+RunResult sample() {
+  RunResult r;
+  r.lanes_version = "0.1.0";
+  r.kernel = "6.18.0";
+  r.gobgpd = "gobgpd version 3.10.0";
+  r.features = {{"bpf", true}, {"netkit", false}};
+  r.seed = 7;
+  r.started = "2026-11-29T10:00:00Z";
+  r.duration_s = 42.5;
+  ScenarioResult ok;
+  ok.name = "nic-failover";
+  ok.description = "a NIC fails <during> a restore & more";
+  ok.file = "scenarios/nic-failover.xml";
+  ok.passed = true;
+  ok.duration_s = 12;
+  ok.topology = {"laptop",
+                 {{"r1-tor", "switch", "r1"}, {"h1", "host", "r1"}, {"storage", "server", "r1"}},
+                 {{"r1-tor", "h1", "host-nic"}, {"r1-tor", "h1", "host-nic"}, {"r1-tor", "storage", "server"}}};
+  PhaseResult ph;
+  ph.name = "failover";
+  ph.run_id = "ab12";
+  ph.duration_s = 10;
+  for (int nic = 0; nic < 2; ++nic)
+    for (const char* dir : {"tx", "rx"}) {
+      Series s;
+      s.name = "h1 nic" + std::to_string(nic) + " " + dir;
+      s.unit = "Gbit/s";
+      for (int i = 0; i < 100; ++i) s.values.push_back(std::string(dir) == "rx" ? 0.48 - (nic == 1 && i > 30 ? 0.48 : 0) : 0.01);
+      ph.series.push_back(s);
+    }
+  ph.markers = {{3.0, "down", "fault"}, {6.0, "up", "fault"}, {0.1, "restore", "workload"}};
+  WorkloadResult w;
+  w.name = "restore";
+  w.type = "checkpoint-restore";
+  w.host = "h1";
+  w.start_s = 0.1;
+  w.end_s = 9.5;
+  w.figures = {{"throughput_gbps", 0.72}, {"seconds", 9.4}, {"connection_errors", 0}, {"bytes_verified", true},
+               {"verified_bytes", 600000000}};
+  w.nic_share = {66.0, 34.0};
+  ph.workloads.push_back(w);
+  WorkloadResult p;
+  p.name = "probe";
+  p.type = "probe";
+  p.host = "storage";
+  p.figures = {{"blackout_ms", 2832.0},
+               {"worst_path", "flow3"},
+               {"lost", 2800},
+               {"paths", {{{"path", "flow0"}, {"longest_gap_ms", 1.2}}, {{"path", "flow3"}, {"longest_gap_ms", 2832.0}}}}};
+  ph.workloads.push_back(p);
+  ok.phases.push_back(ph);
+  ok.assertions = {{"healthy-flows-kept down", "failover", 14, true, "no bucket of a healthy NIC moves", "0 of 96", ""},
+                   {"rate-ratio h1", "failover", 18, true, "≥ 0.65", "0.75", ""}};
+  ok.log_tail = "0.000 failover phase failover: bringing up laptop\n";
+  ScenarioResult bad;
+  bad.name = "throughput-4x";
+  bad.file = "scenarios/throughput-4x.xml";
+  bad.passed = false;
+  bad.error = "phase four-nics: bringing the topology up: File exists";
+  bad.assertions = {{"throughput-ratio save four-nics vs one-nic", "four-nics", 20, false, "≥ 3.8", "2.01",
+                     "0.96 Gbit/s against 0.48 Gbit/s"}};
+  r.scenarios = {ok, bad};
+  return r;
+}
+
+std::string tmp_dir() {
+  auto d = std::filesystem::temp_directory_path() / ("lanes-reports-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+int xmllint(const std::string& xml_path) {
+  lanes::testbed::ProcessSpec spec{
+      "xmllint", {"xmllint", "--noout", "--schema", std::string(LANES_REPORTS_TEST_DATA) + "/junit.xsd", xml_path}};
+  spec.new_session = false;
+  auto r = lanes::testbed::run_capture(spec, std::chrono::seconds(20));
+  REQUIRE(r.ok());
+  return r.value().status;
+}
+
+size_t count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("JUnit XML validates against the JUnit schema and says expected and measured", "[unit]") {
+  auto dir = tmp_dir();
+  std::string xml = junit_xml(sample());
+  {
+    std::ofstream(dir + "/junit.xml") << xml;
+  }
+  CHECK(xmllint(dir + "/junit.xml") == 0);
+  CHECK(count(xml, "<testsuite ") == 2);
+  CHECK(count(xml, "<testcase ") == 4);  // three assertions and the scenario that could not run
+  CHECK(xml.find("expected ≥ 3.8, measured 2.01") != std::string::npos);
+  CHECK(xml.find("<error message=\"phase four-nics") != std::string::npos);
+  CHECK(xml.find("bringing up laptop") != std::string::npos);  // the log tail in system-out
+  CHECK(xml.find("failures=\"1\"") != std::string::npos);
+  // the schema is not a rubber stamp: a suite without its hostname fails
+  std::string broken = std::regex_replace(xml, std::regex(" hostname=\"[^\"]*\""), "");
+  {
+    std::ofstream(dir + "/broken.xml") << broken;
+  }
+  CHECK(xmllint(dir + "/broken.xml") != 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("results.json reads back to the same result", "[unit]") {
+  auto dir = tmp_dir();
+  RunResult r = sample();
+  write_results_json(r, dir + "/results.json");
+  RunResult back = read_results_json(dir + "/results.json");
+  CHECK(nlohmann::json(back) == nlohmann::json(r));
+  CHECK(back.scenarios.at(0).phases.at(0).series.size() == 4);
+  CHECK(back.passed() == false);
+  CHECK(back.assertions_failed() == 1);
+  {
+    std::ofstream(dir + "/other.json") << R"({"hello": 1})";
+  }
+  CHECK_THROWS_WITH(read_results_json(dir + "/other.json"), Catch::Contains("not a lanes results file"));
+  CHECK_THROWS_WITH(read_results_json(dir + "/missing.json"), Catch::Contains("cannot open"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("HTML report holds every assertion and chart and needs nothing from the network", "[unit]") {
+  RunResult r = sample();
+  std::string html = html_report(r);
+  for (const auto& s : r.scenarios)
+    for (const auto& a : s.assertions) CHECK(html.find(a.name) != std::string::npos);
+  CHECK(count(html, "class=\"assertion\"") == 3);
+  CHECK(html.find("a NIC fails &lt;during&gt; a restore &amp; more") != std::string::npos);  // escaped
+  CHECK(count(html, "<polyline class=\"series\"") == 2);  // h1's two NICs
+  CHECK(count(html, "class=\"marker\"") == 2);            // the two faults
+  CHECK(count(html, "<rect class=\"bar\"") == 2);         // blackout per path
+  CHECK(count(html, "<rect class=\"node\"") == 3);        // the topology
+  CHECK(html.find("×2") != std::string::npos);            // h1's two links
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("src=") == std::string::npos);
+  CHECK(std::regex_search(html, std::regex("href=\"https?:")) == false);
+  CHECK(html.find("could not run") == std::string::npos);
+  CHECK(html.find("phase four-nics: bringing the topology up") != std::string::npos);
+}
+
+TEST_CASE("comparison marks what differs between two runs", "[unit]") {
+  RunResult a = sample(), b = sample();
+  b.scenarios[0].assertions[1].measured = "0.70";
+  std::ostringstream out;
+  compare_text(a, "A", b, "B", out);
+  CHECK(out.str().find("1 assertions differ") != std::string::npos);
+  CHECK(out.str().find("≠ rate-ratio h1") != std::string::npos);
+  std::string html = html_compare(a, "A", b, "B");
+  CHECK(count(html, "class=\"diff\"") == 1);
+}
+
+TEST_CASE("terminal summary has a line per assertion and says where the report is", "[unit]") {
+  std::ostringstream out;
+  terminal_summary(sample(), "out", out);
+  std::string s = out.str();
+  CHECK(count(s, "  ✓ ") == 2);
+  CHECK(count(s, "  ✗ ") == 2);  // the failed assertion and the error
+  CHECK(s.find("FAILED: 2 scenarios, 2 of 3 assertions passed") != std::string::npos);
+  CHECK(s.find("out/report.html") != std::string::npos);
+}

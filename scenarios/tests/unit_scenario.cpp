@@ -1,0 +1,235 @@
+// unit tier: scenario files (loading, overrides, every problem reported as
+// file:line before anything is built) and assertion evaluation.
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/scenario.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+
+using namespace lanes::scenarios;
+using lanes::testbed::InputError;
+
+namespace {
+
+const std::string kDir = std::string(LANES_SOURCE_DIR) + "/scenarios";
+const std::string kFile = kDir + "/test-inline.xml";  // relative paths resolve against scenarios/
+
+std::vector<std::string> problems_of(const std::string& xml) {
+  try {
+    load_scenarios_text(xml, kFile);
+  } catch (const InputError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+bool has(const std::vector<std::string>& v, const std::string& needle) {
+  for (const auto& s : v)
+    if (s.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("every shipped scenario and the qualify suite load", "[unit]") {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kDir)) {
+    if (e.path().extension() != ".xml") continue;
+    INFO(e.path().string());
+    auto v = load_scenarios(e.path().string());
+    CHECK(!v.empty());
+    ++n;
+  }
+  CHECK(n >= 10);
+  auto q = load_scenarios(kDir + "/qualify.xml");
+  CHECK(q.size() == 9);
+  CHECK(resolve_scenario("nic-failover") == kDir + "/nic-failover.xml");
+}
+
+TEST_CASE("phase overrides change the topology the phase builds", "[unit]") {
+  auto v = load_scenarios(kDir + "/throughput-4x.xml");
+  REQUIRE(v.size() == 1);
+  const auto& s = v[0];
+  REQUIRE(s.phases.size() == 2);
+  const auto& one = s.phases[0].topology;
+  const auto& four = s.phases[1].topology;
+  int h1 = one.find_node("h1");
+  CHECK(one.nodes[h1].nics.size() == 1);
+  CHECK(one.nodes[h1].job->egress == lanes::testbed::EgressMode::single);
+  CHECK(four.nodes[four.find_node("h1")].nics.size() == 4);
+  CHECK(four.nodes[four.find_node("h1")].job->egress == lanes::testbed::EgressMode::bpf);
+  auto g = load_scenarios(kDir + "/gray-failure.xml");
+  CHECK(g[0].phases[0].topology.racks[0].sw.hold_time_s == 3);
+}
+
+TEST_CASE("scenario problems are all reported as file:line before anything is built", "[unit]") {
+  auto p = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/laptop.xml" egress="fast"/>
+  <phase name="a">
+    <converge timeout="soon"/>
+    <workload name="w" type="checkpoint-save" host="h9" server="storage" bytes="10M" colour="red"/>
+    <workload name="w" type="checkpoint-save" host="storage" server="h1" bytes="lots"/>
+    <fault type="nic-down" host="h1" nic="4"/>
+    <fault type="meteor" host="h1"/>
+    <wait workload="nothing"/>
+    <sleep/>
+    <assert type="rate-ratio" host="h1" from="later" to="start" base-from="start" base-to="start+x"/>
+  </phase>
+  <phase name="a"/>
+  <assert type="members" host="h1" count="4"/>
+  <assert type="throughput-ratio" workload="w" phase="a" baseline="b"/>
+  <bogus/>
+</scenario>)");
+  std::string f = kFile + ":";
+  CHECK(has(p, f + "2: egress=\"fast\": expected one of single|ecmp|bpf|bpf-numa"));
+  CHECK(has(p, f + "4: timeout=\"soon\": expected a duration"));
+  CHECK(has(p, f + "5: <workload> has no attribute 'colour'"));
+  CHECK(has(p, f + "5: host=\"h9\": topology 'laptop' has no node of that name"));
+  CHECK(has(p, f + "6: a workload named 'w' exists already"));
+  CHECK(has(p, f + "6: host=\"storage\": expected a host with a job"));
+  CHECK(has(p, f + "6: server=\"h1\": expected a server"));
+  CHECK(has(p, f + "6: bytes=\"lots\": expected a size"));
+  CHECK(has(p, f + "7: nic=\"4\": host has NICs 0 to 3 in this phase"));
+  CHECK(has(p, f + "8: <fault> type=\"meteor\": expected one of"));
+  CHECK(has(p, f + "9: workload=\"nothing\": no workload of that name earlier in this phase"));
+  CHECK(has(p, f + "10: <sleep> needs duration=\"...\""));
+  CHECK(has(p, f + "11: from=\"later\": expected MARK"));
+  CHECK(has(p, f + "11: base-to=\"start+x\": expected MARK"));
+  CHECK(has(p, f + "13: a phase named 'a' exists already"));
+  CHECK(has(p, f + "14: assert type=\"members\" looks at the running testbed, so it belongs inside a <phase>"));
+  CHECK(has(p, f + "15: baseline=\"b\": no phase of that name"));
+  CHECK(has(p, f + "16: <bogus> is not allowed here"));
+  CHECK(p.size() == 18);
+}
+
+TEST_CASE("broken XML, a missing topology and a broken suite are reported with their place", "[unit]") {
+  CHECK(has(problems_of("<scenario name=\"x\">\n<phase name=\"a\">\n</scenario>"), kFile + ":3: not well-formed XML"));
+  CHECK(has(problems_of("<scenario name=\"x\"><phase name=\"a\"/></scenario>"),
+            kFile + ":1: <scenario> needs a <topology file=\"...\"/>"));
+  CHECK(has(problems_of("<scenario name=\"x\"><topology file=\"nope.xml\"/><phase name=\"a\"/></scenario>"),
+            "nope.xml: cannot read"));
+  CHECK(has(problems_of("<suite name=\"q\">\n  <include file=\"missing.xml\"/>\n  <scenario/>\n</suite>"),
+            kFile + ":3: <scenario> is not allowed in a suite"));
+  // a topology override that makes the topology invalid is the topology's problem, with both places
+  auto p = problems_of("<scenario name=\"x\"><topology file=\"../topologies/laptop.xml\"/>\n<phase name=\"a\" nics=\"20\"/></scenario>");
+  CHECK(has(p, kFile + ":2: nics=\"20\": expected a whole number from 1 to 16"));
+}
+
+TEST_CASE("durations, sizes and time references", "[unit]") {
+  std::chrono::milliseconds d;
+  CHECK((parse_duration("1.5s", d) && d.count() == 1500));
+  CHECK((parse_duration("250ms", d) && d.count() == 250));
+  CHECK((parse_duration("2m", d) && d.count() == 120000));
+  CHECK((parse_duration("3", d) && d.count() == 3000));
+  CHECK_FALSE(parse_duration("3h", d));
+  CHECK_FALSE(parse_duration("-1s", d));
+  CHECK_FALSE(parse_duration("", d));
+  uint64_t b;
+  CHECK((parse_size("600M", b) && b == 600'000'000));
+  CHECK((parse_size("64Ki", b) && b == 65536));
+  CHECK((parse_size("1000", b) && b == 1000));
+  CHECK_FALSE(parse_size("M", b));
+  CHECK_FALSE(parse_size("12X", b));
+  TimeRef r;
+  CHECK((parse_timeref("agent-killed", r) && r.mark == "agent-killed" && r.offset.count() == 0));
+  CHECK((parse_timeref("down+1s", r) && r.mark == "down" && r.offset.count() == 1000));
+  CHECK((parse_timeref("restore.end-500ms", r) && r.mark == "restore.end" && r.offset.count() == -500));
+}
+
+namespace {
+
+lanes::reports::ScenarioResult two_phases(double one_gbps, double four_gbps, std::vector<double> share) {
+  using namespace lanes::reports;
+  ScenarioResult r;
+  for (auto [name, g, secs] : {std::tuple{"one", one_gbps, 8.0}, std::tuple{"four", four_gbps, 2.0}}) {
+    PhaseResult p;
+    p.name = name;
+    WorkloadResult w;
+    w.name = "save";
+    w.type = "checkpoint-save";
+    w.figures = {{"throughput_gbps", g},  {"seconds", secs},        {"connection_errors", 0},
+                 {"bytes_verified", true}, {"verified_bytes", 1000}};
+    w.nic_share = share;
+    p.workloads.push_back(w);
+    r.phases.push_back(p);
+  }
+  return r;
+}
+
+Step assertion(const std::string& type, std::map<std::string, std::string> attrs) {
+  Step s;
+  s.element = "assert";
+  s.type = type;
+  s.attrs = std::move(attrs);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("assertions compare measured figures with their bounds", "[unit]") {
+  auto r = two_phases(0.48, 1.90, {25.1, 24.9, 26.0, 24.0});
+  auto ratio = assertion("throughput-ratio", {{"workload", "save"}, {"phase", "four"}, {"baseline", "one"}, {"min", "3.8"}});
+  auto a = evaluate(ratio, r, "");
+  CHECK(a.passed);
+  CHECK(a.measured == "3.96");
+  CHECK(a.expected == "≥ 3.8");
+  r.phases[1].workloads[0].figures["throughput_gbps"] = 1.5;
+  a = evaluate(ratio, r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "3.12");
+  CHECK(evaluate(assertion("completion-ratio", {{"workload", "save"}, {"phase", "four"}, {"baseline", "one"}, {"min", "3.5"}}), r, "").passed);
+  auto share = assertion("nic-share", {{"workload", "save"}, {"phase", "four"}, {"tolerance", "2.5"}});
+  CHECK(evaluate(share, r, "").passed);
+  r.phases[1].workloads[0].nic_share = {30, 20, 25, 25};
+  a = evaluate(share, r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "30.0% 20.0% 25.0% 25.0%");
+  // every workload of every phase when none is named
+  CHECK(evaluate(assertion("connection-errors", {}), r, "").passed);
+  r.phases[0].workloads[0].figures["connection_errors"] = 2;
+  a = evaluate(assertion("connection-errors", {}), r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "2");
+  r.phases[0].workloads[0].figures["bytes_verified"] = false;
+  r.phases[0].workloads[0].figures["verify_note"] = "10 of 1000 bytes sent";
+  a = evaluate(assertion("bytes-verified", {}), r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "not verified: save (10 of 1000 bytes sent)");
+  // a workload that never ran fails, it does not pass by default
+  a = evaluate(assertion("completion-time", {{"workload", "restore"}, {"phase", "one"}, {"max", "10s"}}), r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "nothing");
+}
+
+TEST_CASE("blackout and latency assertions", "[unit]") {
+  lanes::reports::ScenarioResult r;
+  lanes::reports::PhaseResult p;
+  p.name = "drop";
+  lanes::reports::WorkloadResult w;
+  w.name = "probe";
+  w.type = "probe";
+  w.figures = {{"blackout_ms", 2832.0}, {"worst_path", "flow3"}, {"lost", 2800}};
+  p.workloads.push_back(w);
+  lanes::reports::WorkloadResult in;
+  in.name = "ingest";
+  in.type = "ingest";
+  in.figures = {{"p50_ms", 30.0}, {"p99_ms", 80.0}, {"requests", 320}};
+  p.workloads.push_back(in);
+  r.phases.push_back(p);
+  CHECK(evaluate(assertion("blackout", {{"workload", "probe"}, {"min", "500ms"}, {"max", "5s"}}), r, "drop").passed);
+  CHECK_FALSE(evaluate(assertion("blackout", {{"workload", "probe"}, {"max", "2s"}}), r, "drop").passed);
+  CHECK(evaluate(assertion("latency", {{"workload", "ingest"}, {"p99-max", "100ms"}}), r, "drop").passed);
+  CHECK_FALSE(evaluate(assertion("latency", {{"workload", "ingest"}, {"p99-max", "50ms"}}), r, "drop").passed);
+}
+
+TEST_CASE("window means of a sampled series", "[unit]") {
+  lanes::reports::Series s;
+  s.interval_s = 0.1;
+  s.values = {1, 1, 1, 1, 1, 3, 3, 3, 3, 3};  // 1 for the first 0.5 s, then 3
+  CHECK(window_mean(s, 0, 0.5) == Approx(1));
+  CHECK(window_mean(s, 0.5, 1.0) == Approx(3));
+  CHECK(window_mean(s, 0, 1.0) == Approx(2));
+  CHECK(window_mean(s, 2, 3) == 0);
+}
