@@ -602,7 +602,7 @@ class PhaseRun {
     r.start_s = w.start_s;
     r.end_s = end;
     json& f = r.figures;
-    if (timed_out) f["timed_out"] = true;
+    if (timed_out) f[tb::interrupted() ? "interrupted" : "timed_out"] = true;
     if (st.type == "checkpoint-save" || st.type == "checkpoint-restore") {
       json s = last_json_line(w.clients[0].out), rv = last_json_line(w.servers[0].out);
       uint64_t want = st.bytes("bytes");
@@ -712,6 +712,7 @@ class PhaseRun {
     }
     say(fmt::format("workload {} done in {:.2f} s{}", r.name, end - w.start_s, summary_of(r)));
     pr_.workloads.push_back(std::move(r));
+    if (timed_out && tb::interrupted()) throw StepError("interrupted");
     if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");
   }
 
