@@ -198,10 +198,15 @@ std::string topology_svg(const TopologyView& t) {
 std::string figure_text(const WorkloadResult& w) {
   const auto& f = w.figures;
   auto d = [&](const char* k) { return f.value(k, 0.0); };
-  if (w.type == "checkpoint-save" || w.type == "checkpoint-restore")
-    return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits", d("throughput_gbps"), d("seconds"),
-                       f.value("connection_errors", 0), f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified",
-                       f.value("retransmits", 0));
+  if (w.type == "checkpoint-save" || w.type == "checkpoint-restore") {
+    std::string placed;
+    for (const auto& n : f.value("bpf_flows_per_nic", nlohmann::json::array()))
+      placed += (placed.empty() ? " · BPF flows per NIC " : " ") + std::to_string(n.get<int>());
+    return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits{}", d("throughput_gbps"),
+                       d("seconds"), f.value("connection_errors", 0),
+                       f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified",
+                       f.value("retransmits", 0), placed);
+  }
   if (w.type == "probe")
     return fmt::format("longest blackout {:.0f} ms ({}) · {} probes lost", d("blackout_ms"),
                        f.value("worst_path", std::string("-")), f.value("lost", 0));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -222,6 +223,7 @@ struct Proc {
 
 struct Running {
   Step step;
+  int port = 0;
   double start_s = 0;
   std::vector<Proc> servers;  // receivers, serve, probe-recv: stopped or awaited after the clients
   std::vector<Proc> clients;
@@ -473,6 +475,7 @@ class PhaseRun {
     w.step = st;
     std::string name = st.str("name");
     int port = next_port_++;
+    w.port = port;
     std::string base = dir_ + "/" + name;
     std::string seed = std::to_string(opt_.seed);
     const std::string& t = st.type;
@@ -634,6 +637,9 @@ class PhaseRun {
       f["sender_gbps"] = s.value("steady_gbps", 0.0) > 0 ? s.value("steady_gbps", 0.0) : s.value("gbps", 0.0);
       f["throughput_gbps"] = f["sender_gbps"];  // until the NIC counters give the wire rate (compute_share)
       f["retransmits"] = retrans;
+      // where the host's BPF datapath placed each flow (bpf egress modes):
+      // its flow table as the host agent last published it
+      if (auto per_nic = bpf_flows_per_nic(st.str("host"), w.port); !per_nic.empty()) f["bpf_flows_per_nic"] = per_nic;
     } else if (st.type == "ingest" || st.type == "bootstrap") {
       int errors = 0, conns = 0, done = 0;
       uint64_t verified = 0, requests = 0;
@@ -714,6 +720,24 @@ class PhaseRun {
     pr_.workloads.push_back(std::move(r));
     if (timed_out && tb::interrupted()) throw StepError("interrupted");
     if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");
+  }
+
+  // TCP flows to or from PORT in HOST's BPF flow table, counted per NIC
+  std::vector<int> bpf_flows_per_nic(const std::string& host, int port) {
+    std::vector<int> per(N(host).nics.size(), 0);
+    bool any = false;
+    try {
+      std::ifstream in(live_->dir() + "/hosts/" + host + "/host-agent-state.json");
+      json st = json::parse(in);
+      for (const auto& f : st.value("flows", json::array())) {
+        if (f.value("proto", 0) != IPPROTO_TCP) continue;
+        if (f.value("dport", 0) != port && f.value("sport", 0) != port) continue;
+        int nic = f.value("nic", -1);
+        if (nic >= 0 && static_cast<size_t>(nic) < per.size()) ++per[static_cast<size_t>(nic)], any = true;
+      }
+    } catch (const std::exception&) {
+    }
+    return any ? per : std::vector<int>{};
   }
 
   static std::string summary_of(const WorkloadResult& r) {

@@ -138,9 +138,11 @@ int main(int argc, char** argv) {
   ev.data.fd = mon.value().fd();
   ::epoll_ctl(ep, EPOLL_CTL_ADD, mon.value().fd(), &ev);
 
-  // one monitor per address family (gobgp's monitor follows one, IPv4 by
-  // default); --current makes each start with the RIB's contents as of its
-  // subscription, so no update falls between the snapshot and the stream
+  // one monitor: GoBGP's best-path watch carries every address family
+  // whatever -a says (two monitors would interleave two ordered streams and
+  // replay a stale set between them); --current starts it with the RIB's
+  // contents as of its subscription, so no update falls between the
+  // snapshot and the stream
   struct Monitor {
     StreamingChild child;
     std::string linebuf;
@@ -166,13 +168,13 @@ int main(int argc, char** argv) {
     if (!connected && now >= next_try) {
       next_try = now + std::chrono::milliseconds(200);
       std::vector<Monitor> started;
-      for (const char* fam : {"ipv4", "ipv6"}) {
-        ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j", "--current", "-a", fam})};
+      {
+        ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j", "--current"})};
         spec.new_session = false;
         auto m = StreamingChild::start(spec);
         if (m) started.push_back({std::move(m).value(), {}});
       }
-      auto rib = started.size() == 2 ? snapshot(g) : std::nullopt;
+      auto rib = started.size() == 1 ? snapshot(g) : std::nullopt;
       if (rib) {
         monitors = std::move(started);
         for (auto& m : monitors) {
@@ -236,7 +238,7 @@ int main(int argc, char** argv) {
           }
           if (!alive) {
             for (auto& x : monitors) ::epoll_ctl(ep, EPOLL_CTL_DEL, x.child.fd(), nullptr);
-            monitors.clear();  // kills the other family's monitor too
+            monitors.clear();
             connected = false;
             ++gobgpd_losses;
             if (!up_now.empty()) expected = up_now;
