@@ -55,8 +55,34 @@ void compare_text(const RunResult& a, const std::string& an, const RunResult& b,
       auto v = [](const Assertion* z) { return z ? fmt::format("{} {}", z->passed ? "✓" : "✗", z->measured) : std::string("—"); };
       out << fmt::format("  {} {:<44} A: {:<30} B: {}\n", diff ? "≠" : " ", k, v(x), v(y));
     }
+    // the workloads' key figures
+    std::map<std::string, std::pair<const WorkloadResult*, const WorkloadResult*>> ws;
+    std::vector<std::string> worder;
+    for (int side = 0; side < 2; ++side) {
+      const auto* s = side ? p.second : p.first;
+      if (!s) continue;
+      for (const auto& ph : s->phases)
+        for (const auto& w : ph.workloads) {
+          std::string k = ph.name + "/" + w.name;
+          if (!ws.count(k)) worder.push_back(k);
+          (side ? ws[k].second : ws[k].first) = &w;
+        }
+    }
+    auto fig = [](const WorkloadResult* w) -> std::string {
+      if (!w) return "—";
+      const auto& f = w->figures;
+      if (f.contains("throughput_gbps"))
+        return fmt::format("{:.3f} Gbit/s, {:.2f} s", f.value("throughput_gbps", 0.0), f.value("seconds", 0.0));
+      if (f.contains("blackout_ms")) return fmt::format("blackout {:.0f} ms", f.value("blackout_ms", 0.0));
+      return fmt::format("p99 {:.1f} ms, {:.2f} s", f.value("p99_ms", 0.0), f.value("seconds", 0.0));
+    };
+    for (const auto& k : worder) {
+      auto [x, y] = ws[k];
+      std::string fx = fig(x), fy = fig(y);
+      out << fmt::format("  {} {:<44} A: {:<30} B: {}\n", fx == fy ? " " : "~", k, fx, fy);
+    }
   }
-  out << fmt::format("\n{} assertions differ\n", differ);
+  out << fmt::format("\n{} assertions differ (≠); ~ marks workload figures that differ\n", differ);
 }
 
 void write_all(const RunResult& r, const std::string& dir) {
