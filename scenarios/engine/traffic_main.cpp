@@ -40,6 +40,7 @@
 #include <iostream>
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -216,7 +217,7 @@ int send_main(int argc, char** argv) {
   struct Flow {
     int fd = -1;
     uint32_t id = 0;
-    Pattern pattern{0, 0};
+    std::unique_ptr<lanes::scenarios::Source> source;  // built when the flow first sends
     uint64_t sent = 0;  // pattern bytes sent
     uint64_t allowed = 0;  // bytes this flow may send (striped: grows chunk by chunk)
     size_t hdr_sent = 0;
@@ -232,7 +233,6 @@ int send_main(int argc, char** argv) {
   for (int i = 0; i < nflows; ++i) {
     Flow& f = flows[static_cast<size_t>(i)];
     f.id = static_cast<uint32_t>(i);
-    f.pattern = Pattern(seed, f.id);
     f.allowed = total_budget ? 0 : bytes;
     f.fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (bind_to) {
@@ -288,6 +288,7 @@ int send_main(int argc, char** argv) {
             f.allowed += take;
           }
           size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), f.allowed - f.sent));
+          if (len > 0 && !f.source) f.source = std::make_unique<lanes::scenarios::Source>(seed, f.id);
           if (len == 0) {  // nothing left for this flow
             f.done = true;
             ::shutdown(f.fd, SHUT_WR);
@@ -297,8 +298,8 @@ int send_main(int argc, char** argv) {
             ::epoll_ctl(ep, EPOLL_CTL_MOD, f.fd, &e);
             break;
           }
-          f.pattern.fill(f.sent, std::span<uint8_t>(chunk.data(), len));
-          ssize_t w = ::send(f.fd, chunk.data(), len, MSG_NOSIGNAL);
+          auto piece = f.source->at(f.sent, len);
+          ssize_t w = ::send(f.fd, piece.data(), piece.size(), MSG_NOSIGNAL);
           if (w < 0) {
             if (errno != EAGAIN) {
               f.error = std::string("send: ") + std::strerror(errno);

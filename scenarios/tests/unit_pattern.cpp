@@ -65,3 +65,42 @@ TEST_CASE("pattern differs per flow and seed and a lost chunk is caught", "[unit
   CHECK_FALSE(v.feed(gap));
   CHECK(*v.first_bad() >= 1000);
 }
+
+TEST_CASE("a lost or repeated whole block or table period is caught", "[unit]") {
+  const size_t block = 8 * Pattern::kBlockWords, period = 8 * Pattern::kTableWords;
+  std::vector<uint8_t> stream(3 * period);
+  Pattern(5, 3).fill(0, stream);
+  for (auto [from, len] : {std::pair{block, block}, std::pair{2 * block, 3 * block}, std::pair{size_t{0}, period},
+                           std::pair{period / 2, period}}) {
+    INFO("lost " << len << " bytes at " << from);
+    std::vector<uint8_t> lost(stream.begin(), stream.begin() + static_cast<long>(from));
+    lost.insert(lost.end(), stream.begin() + static_cast<long>(from + len), stream.end());
+    Verifier v(5, 3);
+    CHECK_FALSE(v.feed(lost));
+    REQUIRE(v.first_bad());
+    CHECK(*v.first_bad() == from);  // caught at the first block word after the gap
+  }
+  // a block sent twice
+  std::vector<uint8_t> twice(stream.begin(), stream.begin() + static_cast<long>(2 * block));
+  twice.insert(twice.end(), stream.begin() + static_cast<long>(block), stream.end());
+  Verifier v(5, 3);
+  CHECK_FALSE(v.feed(twice));
+  CHECK(*v.first_bad() == 2 * block);
+}
+
+TEST_CASE("a sender's source gives the same stream as the pattern, across periods and partial sends", "[unit]") {
+  const size_t period = 8 * Pattern::kTableWords;
+  std::vector<uint8_t> want(2 * period + 12'345);
+  Pattern(9, 4).fill(0, want);
+  Source src(9, 4);
+  std::vector<uint8_t> got;
+  std::mt19937 rng(3);
+  while (got.size() < want.size()) {
+    auto piece = src.at(got.size(), std::min<size_t>(1 + rng() % 70'000, want.size() - got.size()));
+    size_t taken = std::max<size_t>(1, piece.size() - rng() % (piece.size() / 2 + 1));  // a partial send
+    got.insert(got.end(), piece.begin(), piece.begin() + static_cast<long>(taken));
+  }
+  CHECK(got == want);
+  Verifier v(9, 4);
+  CHECK(v.feed(got));
+}

@@ -2,13 +2,21 @@
 // The content of a traffic engine flow. Every byte of flow F under seed S is
 // a deterministic function of (S, F, offset), so a receiver verifies each
 // byte it gets without any help from the sender: "no byte lost" is checked,
-// not assumed. Words are splitmix64 of the 8-byte-aligned offset, so any
-// offset can be produced or checked directly (reconnects, retransmits and
-// partial reads included).
+// not assumed. Any offset can be produced or checked directly (reconnects,
+// retransmits and partial reads included).
+//
+// The stream is 8-byte little-endian words. The first word of every 4 KiB
+// block is splitmix64 of (flow key + block number), unique to its place in
+// its flow; every other word is a word of a 1 MiB random table (made once
+// per seed) XOR the flow's key. So a lost, repeated or reordered piece of
+// any length is caught (by the table's content when it is not a multiple of
+// 4 KiB, by the block words when it is), as is a flipped bit anywhere, and
+// making or checking the stream costs about a memory copy.
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace lanes::scenarios {
 
@@ -18,9 +26,31 @@ class Pattern {
   // The bytes of the stream at OFFSET.
   void fill(uint64_t offset, std::span<uint8_t> out) const;
   uint64_t word(uint64_t index) const;  // the 8 bytes at offset 8 * INDEX
+  // true if BYTES are the stream at OFFSET (one pass, nothing written)
+  bool matches(uint64_t offset, std::span<const uint8_t> bytes) const;
+
+  static constexpr uint64_t kBlockWords = 512;         // 4 KiB
+  static constexpr uint64_t kTableWords = 128 * 1024;  // 1 MiB
 
  private:
+  void fill_words(uint64_t index, uint8_t* out, size_t words) const;
   uint64_t key_;
+  const uint64_t* table_;
+};
+
+// A sender's view of one flow's stream: the flow's table (1 MiB, built
+// once) with the block words written in as each piece goes out, so sending
+// costs no work per byte.
+class Source {
+ public:
+  Source(uint64_t seed, uint32_t flow);
+  // The stream from OFFSET on, at most MAX bytes (less at the table's end).
+  // Valid until the next call.
+  std::span<const uint8_t> at(uint64_t offset, size_t max);
+
+ private:
+  Pattern pattern_;
+  std::vector<uint8_t> buf_;
 };
 
 // Checks a received stream in order.
