@@ -3,9 +3,12 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include "lanes/scenarios/runner.hpp"
 #include "lanes/scenarios/scenario.hpp"
+#include "lanes/testbed/process.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
 using namespace lanes::scenarios;
@@ -232,4 +235,56 @@ TEST_CASE("window means of a sampled series", "[unit]") {
   CHECK(window_mean(s, 0.5, 1.0) == Approx(3));
   CHECK(window_mean(s, 0, 1.0) == Approx(2));
   CHECK(window_mean(s, 2, 3) == 0);
+}
+
+namespace {
+
+struct Cli {
+  int status;
+  std::string out, err;
+};
+
+Cli run_lanes(std::vector<std::string> args) {
+  std::string log = std::filesystem::temp_directory_path() / ("lanes-cli-" + std::to_string(::getpid()) + ".err");
+  std::filesystem::remove(log);
+  args.insert(args.begin(), LANES_BIN);
+  lanes::testbed::ProcessSpec spec{"lanes", args};
+  spec.new_session = false;
+  spec.log_path = log;
+  auto r = lanes::testbed::run_capture(spec, std::chrono::seconds(30));
+  REQUIRE(r.ok());
+  std::ifstream in(log);
+  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(log);
+  return {r.value().status, r.value().out, err};
+}
+
+}  // namespace
+
+TEST_CASE("lanes run rejects bad input with exit 2 before anything is built", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-run-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string bad = (dir / "bad.xml").string();
+  std::ofstream(bad) << "<scenario name=\"x\">\n<topology file=\"" << LANES_SOURCE_DIR
+                     << "/topologies/laptop.xml\"/>\n<phase name=\"a\">\n<sleep duration=\"forever\"/>\n</phase>\n</scenario>\n";
+  auto r = run_lanes({"run", bad, "--out", (dir / "out").string()});
+  CHECK(r.status == 2);
+  CHECK(r.err.find(bad + ":4: duration=\"forever\": expected a duration") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "out"));  // nothing made, not even the results directory
+  CHECK(run_lanes({"run"}).status == 2);
+  CHECK(run_lanes({"run", bad, "--seed", "many"}).status == 2);
+  CHECK(run_lanes({"run", "no-such-scenario"}).status == 2);
+  auto help = run_lanes({"run", "--help"});
+  CHECK(help.status == 0);
+  CHECK(help.out.find("--keep") != std::string::npos);
+  auto list = run_lanes({"scenarios"});
+  CHECK(list.status == 0);
+  CHECK(list.out.find("nic-failover") != std::string::npos);
+  CHECK(list.out.find("qualify") != std::string::npos);
+  CHECK(list.out.find("does not load") == std::string::npos);
+  auto rep = run_lanes({"report", dir.string()});
+  CHECK(rep.status == 2);
+  CHECK(rep.err.find("results.json: cannot open") != std::string::npos);
+  CHECK(run_lanes({"compare", dir.string()}).status == 2);
+  std::filesystem::remove_all(dir);
 }
