@@ -95,6 +95,8 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   opt.out_dir = out_dir;
   opt.seed = seed;
   opt.progress = vm.count("quiet") ? nullptr : &out;
+  std::string kept;
+  opt.kept_run = &kept;
   for (size_t i = 0; i < all.size(); ++i) {
     if (tb::interrupted()) break;
     opt.keep = vm.count("keep") && i + 1 == all.size();
@@ -107,6 +109,8 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   }
   reports::write_all(result, out_dir);
   reports::terminal_summary(result, out_dir, out);
+  if (!kept.empty())
+    out << "run " << kept << " is still up (lanes status " << kept << "; lanes down " << kept << ")\n";
   if (tb::interrupted()) return 130;
   return result.passed() && result.scenarios.size() == all.size() ? tb::kExitOk : tb::kExitFailure;
 }

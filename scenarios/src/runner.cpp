@@ -1186,7 +1186,7 @@ reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt_i
     }
     bool last = i + 1 == sc.phases.size() || !r.error.empty();
     if (last && opt.keep && run.run_id().size()) {
-      if (opt.progress) *opt.progress << "  run " << run.run_id() << " is kept up (lanes down " << run.run_id() << ")\n";
+      if (opt.kept_run) *opt.kept_run = run.run_id();
       run.keep();
     } else {
       run.down();

@@ -21,6 +21,7 @@ struct RunOptions {
   uint64_t seed = 1;           // of every traffic pattern
   std::string bin_dir;         // lanes' executables; "" = beside this program
   std::ostream* progress = nullptr;  // the live progress line and step log
+  std::string* kept_run = nullptr;   // with keep: set to the id of the run left up
 };
 
 reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt);
