@@ -220,6 +220,7 @@ int send_main(int argc, char** argv) {
     std::unique_ptr<lanes::scenarios::Source> source;  // built when the flow first sends
     uint64_t sent = 0;  // pattern bytes sent
     uint64_t allowed = 0;  // bytes this flow may send (striped: grows chunk by chunk)
+    int local_port = 0;
     size_t hdr_sent = 0;
     bool done = false, eof = false;
     std::string error;
@@ -247,6 +248,11 @@ int send_main(int argc, char** argv) {
       continue;
     }
     f.start = Clock::now();
+    sockaddr_storage local{};
+    socklen_t llen = sizeof local;
+    if (::getsockname(f.fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
+      f.local_port = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                                       : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
     epoll_event e{};
     e.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
     e.data.u32 = static_cast<uint32_t>(i);
@@ -346,7 +352,7 @@ int send_main(int argc, char** argv) {
     total += f.sent;
     errors += !f.error.empty() || f.sent != f.allowed || !f.done;
     slots = std::max(slots, f.per_interval.size());
-    out.push_back({{"flow", f.id}, {"bytes", f.sent}, {"retransmits", f.retransmits}, {"error", f.error},
+    out.push_back({{"flow", f.id}, {"local_port", f.local_port}, {"bytes", f.sent}, {"retransmits", f.retransmits}, {"error", f.error},
                    {"seconds", std::chrono::duration<double>(f.end - f.start).count()},
                    {"per_interval", f.per_interval}});
     if (f.fd >= 0) ::close(f.fd);

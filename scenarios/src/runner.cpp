@@ -637,9 +637,28 @@ class PhaseRun {
       f["sender_gbps"] = s.value("steady_gbps", 0.0) > 0 ? s.value("steady_gbps", 0.0) : s.value("gbps", 0.0);
       f["throughput_gbps"] = f["sender_gbps"];  // until the NIC counters give the wire rate (compute_share)
       f["retransmits"] = retrans;
-      // where the host's BPF datapath placed each flow (bpf egress modes):
-      // its flow table as the host agent last published it
-      if (auto per_nic = bpf_flows_per_nic(st.str("host"), w.port); !per_nic.empty()) f["bpf_flows_per_nic"] = per_nic;
+      // per flow: bytes, time, retransmits, bytes per 100 ms, and where the
+      // host's BPF datapath placed it (bpf egress modes; by the flow's port
+      // on the far side of the job)
+      auto nics = bpf_flow_nics(st.str("host"), w.port);
+      std::vector<int> per_nic(N(st.str("host")).nics.size(), 0);
+      json flows = json::array();
+      for (const auto& fl : s.value("flows", json::array())) {
+        json x = {{"flow", fl.value("flow", 0)},
+                  {"bytes", fl.value("bytes", uint64_t{0})},
+                  {"seconds", fl.value("seconds", 0.0)},
+                  {"retransmits", fl.value("retransmits", 0)},
+                  {"error", fl.value("error", std::string())},
+                  {"bytes_per_100ms", fl.value("per_interval", json::array())}};
+        auto it = nics.find(fl.value("local_port", 0));
+        if (it != nics.end()) {
+          x["bpf_nic"] = it->second;
+          ++per_nic[static_cast<size_t>(it->second)];
+        }
+        flows.push_back(x);
+      }
+      f["flow_records"] = flows;
+      if (!nics.empty()) f["bpf_flows_per_nic"] = per_nic;
     } else if (st.type == "ingest" || st.type == "bootstrap") {
       int errors = 0, conns = 0, done = 0;
       uint64_t verified = 0, requests = 0;
@@ -722,22 +741,23 @@ class PhaseRun {
     if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");
   }
 
-  // TCP flows to or from PORT in HOST's BPF flow table, counted per NIC
-  std::vector<int> bpf_flows_per_nic(const std::string& host, int port) {
-    std::vector<int> per(N(host).nics.size(), 0);
-    bool any = false;
+  // HOST's BPF flow table as the host agent last published it: the NIC of
+  // each TCP flow to or from PORT, by the flow's other port
+  std::map<int, int> bpf_flow_nics(const std::string& host, int port) {
+    std::map<int, int> nic_of;
     try {
       std::ifstream in(live_->dir() + "/hosts/" + host + "/host-agent-state.json");
       json st = json::parse(in);
       for (const auto& f : st.value("flows", json::array())) {
         if (f.value("proto", 0) != IPPROTO_TCP) continue;
-        if (f.value("dport", 0) != port && f.value("sport", 0) != port) continue;
-        int nic = f.value("nic", -1);
-        if (nic >= 0 && static_cast<size_t>(nic) < per.size()) ++per[static_cast<size_t>(nic)], any = true;
+        int sport = f.value("sport", 0), dport = f.value("dport", 0), nic = f.value("nic", -1);
+        if (nic < 0 || static_cast<size_t>(nic) >= N(host).nics.size()) continue;
+        if (dport == port) nic_of[sport] = nic;
+        else if (sport == port) nic_of[dport] = nic;
       }
     } catch (const std::exception&) {
     }
-    return any ? per : std::vector<int>{};
+    return nic_of;
   }
 
   static std::string summary_of(const WorkloadResult& r) {
