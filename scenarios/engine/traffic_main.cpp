@@ -91,6 +91,47 @@ bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& 
   return inet_pton(AF_INET, a.c_str(), &s4->sin_addr) == 1;
 }
 
+// A socket of TYPE towards DST, bound to BIND when given, connecting
+// (non-blocking for TCP). On failure: -1 and WHY says what failed.
+int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::optional<std::string>& bind,
+            std::string& why) {
+  int fd = ::socket(dst.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    why = std::string("socket: ") + std::strerror(errno);
+    return -1;
+  }
+  if (bind) {
+    sockaddr_storage src{};
+    socklen_t slen = 0;
+    if (!make_addr(*bind, 0, src, slen) || ::bind(fd, reinterpret_cast<sockaddr*>(&src), slen) != 0) {
+      why = "bind " + *bind + ": " + std::strerror(errno);
+      ::close(fd);
+      return -1;
+    }
+  }
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0 && errno != EINPROGRESS) {
+    why = std::string("connect: ") + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// --to ADDR and --port P (default PORT) of MODE: false after saying what is wrong.
+bool target_of(int argc, char** argv, const char* mode, int default_port, sockaddr_storage& dst, socklen_t& dlen) {
+  auto to = arg(argc, argv, "--to");
+  if (!to) {
+    std::cerr << "lanes-traffic " << mode << ": --to ADDR is required\n";
+    return false;
+  }
+  int port = std::stoi(arg(argc, argv, "--port").value_or(std::to_string(default_port)));
+  if (!make_addr(*to, port, dst, dlen)) {
+    std::cerr << "lanes-traffic " << mode << ": bad address " << *to << "\n";
+    return false;
+  }
+  return true;
+}
+
 int recv_main(int argc, char** argv) {
   int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
@@ -191,12 +232,9 @@ int recv_main(int argc, char** argv) {
 }
 
 int send_main(int argc, char** argv) {
-  auto to = arg(argc, argv, "--to");
-  if (!to) {
-    std::cerr << "lanes-traffic send: --to ADDR is required\n";
-    return 2;
-  }
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
+  sockaddr_storage dst{};
+  socklen_t dlen = 0;
+  if (!target_of(argc, argv, "send", 5301, dst, dlen)) return 2;
   int nflows = std::stoi(arg(argc, argv, "--flows").value_or("1"));
   uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("10000000"));
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
@@ -208,12 +246,6 @@ int send_main(int argc, char** argv) {
   if (auto t = arg(argc, argv, "--total")) total_budget = std::stoull(*t);
   uint64_t chunk_size = std::stoull(arg(argc, argv, "--chunk").value_or("1048576"));
   uint64_t budget = total_budget.value_or(0);
-  sockaddr_storage dst{};
-  socklen_t dlen = 0;
-  if (!make_addr(*to, port, dst, dlen)) {
-    std::cerr << "lanes-traffic send: bad address " << *to << "\n";
-    return 2;
-  }
   struct Flow {
     int fd = -1;
     uint32_t id = 0;
@@ -235,15 +267,8 @@ int send_main(int argc, char** argv) {
     Flow& f = flows[static_cast<size_t>(i)];
     f.id = static_cast<uint32_t>(i);
     f.allowed = total_budget ? 0 : bytes;
-    f.fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (bind_to) {
-      sockaddr_storage src{};
-      socklen_t slen = 0;
-      make_addr(*bind_to, 0, src, slen);
-      ::bind(f.fd, reinterpret_cast<sockaddr*>(&src), slen);
-    }
-    if (::connect(f.fd, reinterpret_cast<sockaddr*>(&dst), dlen) != 0 && errno != EINPROGRESS) {
-      f.error = std::string("connect: ") + std::strerror(errno);
+    f.fd = open_to(dst, dlen, SOCK_STREAM, bind_to, f.error);
+    if (f.fd < 0) {
       f.done = f.eof = true;
       continue;
     }
@@ -494,24 +519,15 @@ double percentile(std::vector<double> v, double q) {
 }
 
 int fetch_main(int argc, char** argv) {
-  auto to = arg(argc, argv, "--to");
-  if (!to) {
-    std::cerr << "lanes-traffic fetch: --to ADDR is required\n";
-    return 2;
-  }
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5401"));
+  sockaddr_storage dst{};
+  socklen_t dlen = 0;
+  if (!target_of(argc, argv, "fetch", 5401, dst, dlen)) return 2;
   int nconns = std::stoi(arg(argc, argv, "--conns").value_or("1"));
   int nreq = std::stoi(arg(argc, argv, "--requests").value_or("1"));
   uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("65536"));
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   double timeout_s = std::stod(arg(argc, argv, "--timeout").value_or("120"));
   auto bind_to = arg(argc, argv, "--bind");
-  sockaddr_storage dst{};
-  socklen_t dlen = 0;
-  if (!make_addr(*to, port, dst, dlen)) {
-    std::cerr << "lanes-traffic fetch: bad address " << *to << "\n";
-    return 2;
-  }
   struct Conn {
     int fd = -1;
     int done_requests = 0;
@@ -528,15 +544,8 @@ int fetch_main(int argc, char** argv) {
   int open = 0;
   for (int i = 0; i < nconns; ++i) {
     Conn& c = conns[static_cast<size_t>(i)];
-    c.fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (bind_to) {
-      sockaddr_storage src{};
-      socklen_t slen = 0;
-      make_addr(*bind_to, 0, src, slen);
-      ::bind(c.fd, reinterpret_cast<sockaddr*>(&src), slen);
-    }
-    if (::connect(c.fd, reinterpret_cast<sockaddr*>(&dst), dlen) != 0 && errno != EINPROGRESS) {
-      c.error = std::string("connect: ") + std::strerror(errno);
+    c.fd = open_to(dst, dlen, SOCK_STREAM, bind_to, c.error);
+    if (c.fd < 0) {
       c.finished = true;
       continue;
     }
@@ -719,12 +728,9 @@ int probe_recv_main(int argc, char** argv) {
 }
 
 int probe_send_main(int argc, char** argv) {
-  auto to = arg(argc, argv, "--to");
-  if (!to) {
-    std::cerr << "lanes-traffic probe-send: --to ADDR is required\n";
-    return 2;
-  }
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+  sockaddr_storage dst{};
+  socklen_t dlen = 0;
+  if (!target_of(argc, argv, "probe-send", 5501, dst, dlen)) return 2;
   int npaths = std::stoi(arg(argc, argv, "--paths").value_or("1"));
   double rate = std::stod(arg(argc, argv, "--rate").value_or("1000"));
   double seconds = std::stod(arg(argc, argv, "--seconds").value_or("0"));
@@ -733,26 +739,20 @@ int probe_send_main(int argc, char** argv) {
     std::stringstream ss(*b);
     for (std::string x; std::getline(ss, x, ',');) binds.push_back(x);
   }
-  sockaddr_storage dst{};
-  socklen_t dlen = 0;
-  if (!make_addr(*to, port, dst, dlen) || npaths < 1 || rate <= 0) {
-    std::cerr << "lanes-traffic probe-send: bad --to, --paths or --rate\n";
+  if (npaths < 1 || rate <= 0) {
+    std::cerr << "lanes-traffic probe-send: --paths and --rate must be positive\n";
     return 2;
   }
   std::vector<int> fds;
   for (int i = 0; i < npaths; ++i) {
-    int fd = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (!binds.empty()) {
-      sockaddr_storage src{};
-      socklen_t slen = 0;
-      make_addr(binds[static_cast<size_t>(i) % binds.size()], 0, src, slen);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&src), slen) != 0) {
-        std::cerr << "lanes-traffic probe-send: bind " << binds[static_cast<size_t>(i) % binds.size()] << ": "
-                  << std::strerror(errno) << "\n";
-        return 1;
-      }
+    std::string why;
+    std::optional<std::string> bind;
+    if (!binds.empty()) bind = binds[static_cast<size_t>(i) % binds.size()];
+    int fd = open_to(dst, dlen, SOCK_DGRAM, bind, why);
+    if (fd < 0) {
+      std::cerr << "lanes-traffic probe-send: " << why << "\n";
+      return 1;
     }
-    ::connect(fd, reinterpret_cast<sockaddr*>(&dst), dlen);
     fds.push_back(fd);
   }
   auto period = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / rate));
@@ -785,12 +785,17 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   std::string mode = argc > 1 ? argv[1] : "";
-  if (mode == "recv") return recv_main(argc, argv);
-  if (mode == "send") return send_main(argc, argv);
-  if (mode == "serve") return serve_main(argc, argv);
-  if (mode == "fetch") return fetch_main(argc, argv);
-  if (mode == "probe-recv") return probe_recv_main(argc, argv);
-  if (mode == "probe-send") return probe_send_main(argc, argv);
+  try {
+    if (mode == "recv") return recv_main(argc, argv);
+    if (mode == "send") return send_main(argc, argv);
+    if (mode == "serve") return serve_main(argc, argv);
+    if (mode == "fetch") return fetch_main(argc, argv);
+    if (mode == "probe-recv") return probe_recv_main(argc, argv);
+    if (mode == "probe-send") return probe_send_main(argc, argv);
+  } catch (const std::logic_error& e) {  // std::stoi and friends on a malformed number
+    std::cerr << "lanes-traffic " << mode << ": a number argument is malformed (" << e.what() << ")\n";
+    return 2;
+  }
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
                "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] "
                "[--interval-ms MS]\n"
