@@ -132,10 +132,7 @@ bool target_of(int argc, char** argv, const char* mode, int default_port, sockad
   return true;
 }
 
-int recv_main(int argc, char** argv) {
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  int expect = std::stoi(arg(argc, argv, "--flows").value_or("0"));
+int listen_tcp(int port) {
   int ls = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1, zero = 0;
   ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -143,10 +140,20 @@ int recv_main(int argc, char** argv) {
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(static_cast<uint16_t>(port));
-  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(ls, 1024)) {
-    std::cerr << "lanes-traffic recv: port " << port << ": " << std::strerror(errno) << "\n";
-    return 1;
+  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(ls, 4096)) {
+    std::cerr << "lanes-traffic: port " << port << ": " << std::strerror(errno) << "\n";
+    ::close(ls);
+    return -1;
   }
+  return ls;
+}
+
+int recv_main(int argc, char** argv) {
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
+  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+  int expect = std::stoi(arg(argc, argv, "--flows").value_or("0"));
+  int ls = listen_tcp(port);
+  if (ls < 0) return 1;
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -404,21 +411,6 @@ int send_main(int argc, char** argv) {
 }
 
 
-int listen_tcp(int port) {
-  int ls = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1, zero = 0;
-  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  ::setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(static_cast<uint16_t>(port));
-  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(ls, 4096)) {
-    std::cerr << "lanes-traffic: port " << port << ": " << std::strerror(errno) << "\n";
-    ::close(ls);
-    return -1;
-  }
-  return ls;
-}
 
 int serve_main(int argc, char** argv) {
   int port = std::stoi(arg(argc, argv, "--port").value_or("5401"));

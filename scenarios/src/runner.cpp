@@ -326,22 +326,7 @@ class PhaseRun {
 
   // the switch's group for HOST's task IP: {group id, members}
   std::pair<uint32_t, std::vector<uint32_t>> group(const std::string& host) {
-    auto& nl = live_->tb().netlink(switch_of(host));
-    auto routes = nl.route_entries(AF_INET);
-    if (!routes) return {};
-    std::string p = task_prefix(host);
-    for (const auto& r : routes.value()) {
-      if (r.dst != p || r.nh_id == 0) continue;
-      auto nhs = nl.nexthops();
-      if (!nhs) return {};
-      for (const auto& n : nhs.value())
-        if (n.id == r.nh_id) {
-          std::vector<uint32_t> m;
-          for (auto [id, w] : n.members) m.push_back(id);
-          return {r.nh_id, m};
-        }
-    }
-    return {};
+    return live_->tb().netlink(switch_of(host)).route_group(task_prefix(host));
   }
   std::vector<uint32_t> buckets(const std::string& host) {
     auto [g, m] = group(host);

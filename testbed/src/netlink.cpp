@@ -590,6 +590,23 @@ Result<std::vector<NexthopInfo>> Netlink::nexthops() {
   return out;
 }
 
+std::pair<uint32_t, std::vector<uint32_t>> Netlink::route_group(const std::string& prefix) {
+  auto routes = route_entries(prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET);
+  if (!routes) return {};
+  for (const auto& r : routes.value()) {
+    if (r.dst != prefix || r.nh_id == 0) continue;
+    auto nhs = nexthops();
+    if (!nhs) return {};
+    for (const auto& n : nhs.value())
+      if (n.id == r.nh_id) {
+        std::vector<uint32_t> m;
+        for (auto [id, w] : n.members) m.push_back(id);
+        return {r.nh_id, m};
+      }
+  }
+  return {};
+}
+
 Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
   std::map<uint16_t, uint32_t> buckets;
   Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));

@@ -17,22 +17,9 @@ namespace lanes::test {
 
 // Members (nexthop ids) of the group that PREFIX routes through, or {}.
 inline std::vector<uint32_t> group_members(testbed::Netlink& nl, const std::string& prefix, uint32_t* group = nullptr) {
-  int family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  auto routes = nl.route_entries(family);
-  if (!routes) return {};
-  for (const auto& r : routes.value()) {
-    if (r.dst != prefix || r.nh_id == 0) continue;
-    auto nhs = nl.nexthops();
-    if (!nhs) return {};
-    for (const auto& n : nhs.value())
-      if (n.id == r.nh_id) {
-        if (group) *group = r.nh_id;
-        std::vector<uint32_t> m;
-        for (auto [id, w] : n.members) m.push_back(id);
-        return m;
-      }
-  }
-  return {};
+  auto [id, members] = nl.route_group(prefix);
+  if (group && id) *group = id;
+  return members;
 }
 
 // Paths GoBGP on switch SW holds for PREFIX.

@@ -160,6 +160,9 @@ class Netlink {
   Result<std::vector<NexthopInfo>> nexthops();
   // Bucket index → nexthop id of resilient group GROUP.
   Result<std::vector<uint32_t>> nexthop_buckets(uint32_t group);
+  // The nexthop group the route to PREFIX ("198.19.0.1/32") uses and its
+  // members' ids: {0, {}} when there is no such route or it has no group.
+  std::pair<uint32_t, std::vector<uint32_t>> route_group(const std::string& prefix);
 
   // TBF at the root of INDEX's egress: RATE_BPS bits per second.
   Status set_tbf(int index, uint64_t rate_bps, const std::string& ifname);
