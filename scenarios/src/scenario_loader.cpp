@@ -52,13 +52,14 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
       {"workload",
        {{"checkpoint-save",
          {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
-          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
         {"checkpoint-restore",
          {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
-          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
         {"ingest",
          {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::integer},
-          {"requests", Kind::integer}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
+          {"requests", Kind::integer}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration},
+          {"repeat", Kind::integer}}},
         {"bootstrap",
          {{"server", Kind::server, true}, {"hosts", Kind::text}, {"workers", Kind::integer}, {"bytes", Kind::size},
           {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
@@ -392,6 +393,15 @@ class Loader {
     }
     if (st.element == "wait" && st.str("condition") == "members" && (!st.has("host") || !st.has("count"))) {
       problem(n, "<wait condition=\"members\"> needs host=\"...\" and count=\"...\"");
+      ok = false;
+    }
+    if (ok && st.element == "workload" && st.integer("repeat", 1) > 1 && !st.flag("wait", true)) {
+      problem(n, "repeat=\"{}\" runs the workload to its end each time, so it cannot have wait=\"false\"",
+              st.str("repeat"));
+      ok = false;
+    }
+    if (ok && st.element == "workload" && st.has("repeat") && (st.integer("repeat") < 1 || st.integer("repeat") > 20)) {
+      problem(n, "repeat=\"{}\": expected 1 to 20", st.str("repeat"));
       ok = false;
     }
     if (st.element == "workload" && st.type == "probe" && topo) {
