@@ -46,25 +46,6 @@ struct Gobgp {
   }
 };
 
-// The complete RIB, both families; nullopt if gobgpd does not answer.
-std::optional<std::map<std::string, std::vector<std::string>>> snapshot(const Gobgp& g) {
-  std::map<std::string, std::vector<std::string>> rib;
-  for (const char* fam : {"ipv4", "ipv6"}) {
-    auto r = g.run({"global", "rib", "-j", "-a", fam});
-    if (!r || r.value().status != 0) return std::nullopt;
-    try {
-      std::string out = r.value().out;
-      if (out.find_first_not_of(" \n\t") == std::string::npos) continue;
-      auto j = nlohmann::json::parse(out);
-      for (auto& [prefix, nhs] : parse_gobgp_paths(j)) rib[prefix] = nhs;
-    } catch (const std::exception& e) {
-      lg::warn("parsing gobgp's RIB: {}", e.what());
-      return std::nullopt;
-    }
-  }
-  return rib;
-}
-
 // Neighbors in state Established.
 std::optional<std::set<std::string>> established(const Gobgp& g) {
   auto r = g.run({"neighbor", "-j"});
@@ -138,18 +119,19 @@ int main(int argc, char** argv) {
   ev.data.fd = mon.value().fd();
   ::epoll_ctl(ep, EPOLL_CTL_ADD, mon.value().fd(), &ev);
 
-  // one monitor: GoBGP's best-path watch carries every address family
-  // whatever -a says (two monitors would interleave two ordered streams and
-  // replay a stale set between them); --current starts it with the RIB's
-  // contents as of its subscription, so no update falls between the
-  // snapshot and the stream
-  struct Monitor {
-    StreamingChild child;
-    std::string linebuf;
-  };
-  std::vector<Monitor> monitors;
+  // The RIB comes from one stream: `gobgp monitor global rib -j --current`
+  // prints the whole RIB as its first line ("[]" when empty: GoBGP's watch
+  // sends the table as one event, every address family whatever -a says),
+  // then one line per change, each with the complete path set of the
+  // prefixes it names. Nothing is read beside it, so no update can fall
+  // between a snapshot and the stream, or be replayed out of order.
+  std::optional<StreamingChild> monitor;
+  std::string linebuf;
+  bool dump_pending = false;
+  std::map<std::string, std::vector<std::string>> rib;  // as of the last line read
   std::set<std::string> up_now;
   Clock::time_point stale_since = Clock::now();
+  std::optional<Clock::time_point> reconcile_at;
   Clock::time_point next_try = Clock::now(), next_state = Clock::now();
   uint64_t gobgpd_losses = 0, events = 0;
   bool connected = false;
@@ -162,92 +144,101 @@ int main(int argc, char** argv) {
     j["rib_events"] = events;
     write_json_atomic(state_path, j);
   };
+  auto lost_gobgpd = [&] {
+    if (monitor) ::epoll_ctl(ep, EPOLL_CTL_DEL, monitor->fd(), nullptr);
+    monitor.reset();
+    connected = false;
+    reconcile_at.reset();
+    ++gobgpd_losses;
+    if (!up_now.empty()) expected = up_now;
+    agent.set_stale(true);
+    stale_since = Clock::now();
+    lg::warn("lost gobgpd; routes kept as stale until its sessions are back");
+  };
+  auto on_line = [&](const std::string& line) {
+    auto paths = parse_gobgp_paths(nlohmann::json::parse(line));
+    if (dump_pending) {  // the whole RIB
+      dump_pending = false;
+      rib = paths;
+      if (agent.stale()) {
+        for (const auto& [prefix, nhs] : rib) agent.update(prefix, nhs);  // adds only while stale
+        lg::info("connected to gobgpd; waiting for {} sessions before reconciling", expected.size());
+      } else {
+        agent.reconcile(rib);
+        lg::info("connected to gobgpd; {} prefixes in the RIB", rib.size());
+      }
+      save();
+      return;
+    }
+    for (const auto& [prefix, nhs] : paths) {
+      if (nhs.empty()) rib.erase(prefix);
+      else rib[prefix] = nhs;
+      agent.update(prefix, nhs);
+      ++events;
+    }
+  };
 
   while (!g_stop) {
     auto now = Clock::now();
     if (!connected && now >= next_try) {
       next_try = now + std::chrono::milliseconds(200);
-      std::vector<Monitor> started;
-      {
-        ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j", "--current"})};
-        spec.new_session = false;
-        auto m = StreamingChild::start(spec);
-        if (m) started.push_back({std::move(m).value(), {}});
-      }
-      auto rib = started.size() == 1 ? snapshot(g) : std::nullopt;
-      if (rib) {
-        monitors = std::move(started);
-        for (auto& m : monitors) {
-          ev.data.fd = m.child.fd();
-          ::epoll_ctl(ep, EPOLL_CTL_ADD, m.child.fd(), &ev);
-        }
-        connected = true;
+      // gobgpd answers: originate the aggregates, then follow the RIB
+      if (auto ok = g.run({"global"}); ok && ok.value().status == 0) {
         for (const auto& p : cfg.originate) {
           auto r = g.run({"global", "rib", "add", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
           if (!r || r.value().status != 0) lg::warn("originating {} failed", p);
         }
-        if (agent.stale()) {
-          for (const auto& [prefix, nhs] : rib.value()) agent.update(prefix, nhs);  // adds only
-          lg::info("connected to gobgpd; waiting for {} sessions before reconciling", expected.size());
-        } else {
-          agent.reconcile(rib.value());
-          lg::info("connected to gobgpd; {} prefixes in the RIB", rib.value().size());
+        ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j", "--current"})};
+        spec.new_session = false;
+        if (auto m = StreamingChild::start(spec)) {
+          monitor.emplace(std::move(m).value());
+          ev.data.fd = monitor->fd();
+          ::epoll_ctl(ep, EPOLL_CTL_ADD, monitor->fd(), &ev);
+          connected = true;
+          dump_pending = true;
+          linebuf.clear();
         }
+      }
+    }
+    // stale: reconcile once the sessions that were up are back (or on
+    // timeout), after giving the returning sessions 300 ms to deliver their
+    // updates (the loop keeps reading the stream meanwhile)
+    if (connected && !dump_pending && agent.stale()) {
+      if (!reconcile_at) {
+        auto est = established(g);
+        bool back = est && std::includes(est->begin(), est->end(), expected.begin(), expected.end());
+        if (back || Clock::now() - stale_since > cfg.stale_timeout) {
+          if (!back) lg::warn("stale timeout: reconciling without every session back");
+          reconcile_at = Clock::now() + std::chrono::milliseconds(300);
+        }
+      } else if (Clock::now() >= *reconcile_at) {
+        reconcile_at.reset();
+        agent.reconcile(rib);
         save();
       }
     }
-    // stale: reconcile once the sessions that were up are back (or on timeout)
-    if (connected && agent.stale()) {
-      auto est = established(g);
-      bool back = est && std::includes(est->begin(), est->end(), expected.begin(), expected.end());
-      if (back || Clock::now() - stale_since > cfg.stale_timeout) {
-        // let the returning sessions deliver their updates first
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        if (auto rib = snapshot(g)) {
-          if (!back) lg::warn("stale timeout: reconciling without every session back");
-          agent.reconcile(rib.value());
-          save();
-        }
-      }
-    }
     epoll_event evs[8];
-    int n = ::epoll_wait(ep, evs, 8, agent.stale() ? 200 : 500);
+    int n = ::epoll_wait(ep, evs, 8, reconcile_at ? 50 : agent.stale() ? 200 : 500);
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.fd == mon.value().fd()) {
         auto events_read = mon.value().read_events();
         if (events_read)
           for (const auto& e : events_read.value())
             if (!e.deleted) agent.link_changed(e.name, e.carrier && e.admin_up);
-      } else {
-        for (auto& m : monitors) {
-          if (evs[i].data.fd != m.child.fd()) continue;
-          bool alive = m.child.read_some(m.linebuf);
-          size_t pos;
-          while ((pos = m.linebuf.find('\n')) != std::string::npos) {
-            std::string line = m.linebuf.substr(0, pos);
-            m.linebuf.erase(0, pos + 1);
-            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-            try {
-              for (const auto& [prefix, nhs] : parse_gobgp_paths(nlohmann::json::parse(line))) {
-                agent.update(prefix, nhs);
-                ++events;
-              }
-            } catch (const std::exception& e) {
-              lg::warn("unparsable monitor line: {}", e.what());
-            }
+      } else if (monitor && evs[i].data.fd == monitor->fd()) {
+        bool alive = monitor->read_some(linebuf);
+        size_t pos;
+        while ((pos = linebuf.find('\n')) != std::string::npos) {
+          std::string line = linebuf.substr(0, pos);
+          linebuf.erase(0, pos + 1);
+          if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+          try {
+            on_line(line);
+          } catch (const std::exception& e) {
+            lg::warn("unparsable monitor line: {}", e.what());
           }
-          if (!alive) {
-            for (auto& x : monitors) ::epoll_ctl(ep, EPOLL_CTL_DEL, x.child.fd(), nullptr);
-            monitors.clear();
-            connected = false;
-            ++gobgpd_losses;
-            if (!up_now.empty()) expected = up_now;
-            agent.set_stale(true);
-            stale_since = Clock::now();
-            lg::warn("lost gobgpd; routes kept as stale until its sessions are back");
-          }
-          break;
         }
+        if (!alive) lost_gobgpd();
       }
     }
     if (Clock::now() >= next_state) {
