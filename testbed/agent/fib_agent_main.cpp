@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <ctime>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -46,15 +47,28 @@ struct Gobgp {
   }
 };
 
-// Neighbors in state Established.
+// Neighbors that are Established and have sent at least one path (their
+// Adj-RIB-In is not empty) or have been up for two seconds: a session that
+// just came back counts once its updates are in, not at the OPEN, and one
+// that announces nothing (or withdrew everything) still counts.
 std::optional<std::set<std::string>> established(const Gobgp& g) {
   auto r = g.run({"neighbor", "-j"});
   if (!r || r.value().status != 0) return std::nullopt;
   std::set<std::string> out;
   try {
     auto j = nlohmann::json::parse(r.value().out);
-    for (const auto& n : j)
-      if (n["state"].value("session_state", 0) == 6) out.insert(n["conf"].value("neighbor_address", ""));
+    for (const auto& n : j) {
+      if (n["state"].value("session_state", 0) != 6) continue;
+      uint64_t received = 0;
+      for (const auto& af : n.value("afi_safis", nlohmann::json::array()))
+        received += af.value("state", nlohmann::json::object()).value("received", uint64_t{0});
+      int64_t up_since = n.value("timers", nlohmann::json::object())
+                             .value("state", nlohmann::json::object())
+                             .value("uptime", nlohmann::json::object())
+                             .value("seconds", int64_t{0});
+      bool settled = up_since > 0 && static_cast<int64_t>(std::time(nullptr)) - up_since >= 2;
+      if (received > 0 || settled) out.insert(n["conf"].value("neighbor_address", ""));
+    }
   } catch (const std::exception&) {
     return std::nullopt;
   }
