@@ -148,17 +148,23 @@ int listen_tcp(int port) {
   return ls;
 }
 
+// An epoll set watching FD for input.
+int epoll_on(int fd) {
+  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+  return ep;
+}
+
 int recv_main(int argc, char** argv) {
   int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   int expect = std::stoi(arg(argc, argv, "--flows").value_or("0"));
   int ls = listen_tcp(port);
   if (ls < 0) return 1;
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = ls;
-  ::epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev);
+  int ep = epoll_on(ls);
   struct Conn {
     uint8_t hdr[sizeof(Header)];
     size_t hdr_got = 0;
@@ -410,18 +416,12 @@ int send_main(int argc, char** argv) {
   return errors ? 1 : 0;
 }
 
-
-
 int serve_main(int argc, char** argv) {
   int port = std::stoi(arg(argc, argv, "--port").value_or("5401"));
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   int ls = listen_tcp(port);
   if (ls < 0) return 1;
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = ls;
-  ::epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev);
+  int ep = epoll_on(ls);
   struct Conn {
     uint8_t hdr[sizeof(Header)];
     size_t hdr_got = 0;

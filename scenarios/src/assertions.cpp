@@ -25,22 +25,22 @@ double window_mean(const reports::Series& s, double from_s, double to_s) {
   return n ? sum / n : 0;
 }
 
-namespace {
-
-std::string num(double v) { return fmt::format("{:.2f}", v); }
-
-std::string bounds(const Step& a, const char* unit = "") {
-  std::string lo = a.has("min") ? fmt::format("≥ {}{}", a.str("min"), unit) : "";
-  std::string hi = a.has("max") ? fmt::format("≤ {}{}", a.str("max"), unit) : "";
+std::string bounds_text(const Step& a) {
+  std::string lo = a.has("min") ? "≥ " + a.str("min") : "";
+  std::string hi = a.has("max") ? "≤ " + a.str("max") : "";
   if (!lo.empty() && !hi.empty()) return lo + " and " + hi;
   return lo.empty() ? hi : lo;
 }
 
-bool within(const Step& a, double v) {
+bool within_bounds(const Step& a, double v) {
   if (a.has("min") && v < a.num("min")) return false;
   if (a.has("max") && v > a.num("max")) return false;
   return true;
 }
+
+namespace {
+
+std::string num(double v) { return fmt::format("{:.2f}", v); }
 
 double fig(const WorkloadResult& w, const char* k) {
   auto it = w.figures.find(k);
@@ -85,9 +85,9 @@ Assertion evaluate(const Step& a, const ScenarioResult& r, const std::string& cu
       ratio = t > 0 ? fig(*bw, "seconds") / t : 0;
       out.message = fmt::format("{:.2f} s against {:.2f} s", t, fig(*bw, "seconds"));
     }
-    out.expected = bounds(a);
+    out.expected = bounds_text(a);
     out.measured = num(ratio);
-    out.passed = within(a, ratio);
+    out.passed = within_bounds(a, ratio);
     return out;
   }
   if (a.type == "nic-share") {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -110,8 +111,14 @@ class Sampler {
   ~Sampler() { stop(); }
   void stop() {
     stop_ = true;
+    cv_.notify_all();
     if (thread_.joinable()) thread_.join();
     if (progress_ && tty_ && printed_) *progress_ << "\r\033[K" << std::flush;
+  }
+  // Blocks until a sample taken after T exists (at most a second).
+  void wait_sample_after(Clock::time_point t) {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait_for(g, std::chrono::seconds(1), [&] { return last_sample_ > t || stop_; });
   }
   void set_step(const std::string& s, bool long_step) {
     std::lock_guard<std::mutex> g(mu_);
@@ -163,7 +170,9 @@ class Sampler {
           tx_[k].push_back(tx);
           rx_[k].push_back(rx);
         }
+        last_sample_ = Clock::now();
       }
+      cv_.notify_all();
       if (progress_ && i % 10 == 0 && i > 0) print_progress(last_print);
     }
   }
@@ -205,6 +214,8 @@ class Sampler {
   Clock::time_point t0_;
   std::ostream* progress_;
   mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Clock::time_point last_sample_;
   std::vector<std::vector<uint64_t>> tx_, rx_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -419,19 +430,18 @@ class PhaseRun {
               return false;
             }
           // with several racks: every rack switch reaches every other rack's task block
-          for (const auto& r : topo_.racks)
-            for (const auto& other : topo_.racks) {
-              if (&r == &other) continue;
-              auto routes = live_->tb().netlink(r.switch_node).route_entries(AF_INET);
-              bool found = false;
-              if (routes)
-                for (const auto& e : routes.value()) found = found || e.dst == other.block4.to_string();
-              if (!found) {
-                missing = fmt::format("{} has no route to rack {}'s block {}",
-                                      topo_.nodes[static_cast<size_t>(r.switch_node)].name, other.name,
-                                      other.block4.to_string());
-                return false;
-              }
+          if (topo_.racks.size() > 1)
+            for (const auto& r : topo_.racks) {
+              std::set<std::string> have;
+              if (auto routes = live_->tb().netlink(r.switch_node).route_entries(AF_INET))
+                for (const auto& e : routes.value()) have.insert(e.dst);
+              for (const auto& other : topo_.racks)
+                if (&r != &other && !have.count(other.block4.to_string())) {
+                  missing = fmt::format("{} has no route to rack {}'s block {}",
+                                        topo_.nodes[static_cast<size_t>(r.switch_node)].name, other.name,
+                                        other.block4.to_string());
+                  return false;
+                }
             }
           return true;
         },
@@ -764,7 +774,7 @@ class PhaseRun {
     }
     pr_.markers.push_back({end, r.name + " done", "workload"});
     if (sampler_) {
-      std::this_thread::sleep_for(milliseconds(150));  // the sample that covers the end
+      sampler_->wait_sample_after(t0_ + std::chrono::microseconds(static_cast<int64_t>((end + kSampleS) * 1e6)));
       pr_.series = sampler_->series();
       compute_share(r);
     }
@@ -1076,10 +1086,9 @@ class PhaseRun {
       };
       double cur = mean(at(st.str("from")), at(st.str("to"))), base = mean(at(st.str("base-from")), at(st.str("base-to")));
       double ratio = base > 0 ? cur / base : 0;
-      a.expected = (st.has("min") ? "≥ " + st.str("min") : "") + (st.has("min") && st.has("max") ? " and " : "") +
-                   (st.has("max") ? "≤ " + st.str("max") : "");
+      a.expected = bounds_text(st);
       a.measured = fmt::format("{:.2f} ({:.3f} Gbit/s against {:.3f})", ratio, cur, base);
-      a.passed = base > 0 && (!st.has("min") || ratio >= st.num("min")) && (!st.has("max") || ratio <= st.num("max"));
+      a.passed = base > 0 && within_bounds(st, ratio);
       pr_.config["rate_ratio_" + host] = ratio;
     } else if (st.type == "no-task-routes") {
       std::string n = st.str("node");

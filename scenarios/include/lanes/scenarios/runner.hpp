@@ -31,6 +31,10 @@ reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt);
 // sits in. Used by the runner and by the unit tests.
 reports::Assertion evaluate(const Step& a, const reports::ScenarioResult& result, const std::string& current_phase);
 
+// An assertion's min/max: as text ("≥ 3.8 and ≤ 4.2") and as a check.
+std::string bounds_text(const Step& a);
+bool within_bounds(const Step& a, double v);
+
 // The average of SERIES between FROM_S and TO_S (seconds since the phase started).
 double window_mean(const reports::Series& s, double from_s, double to_s);
 
