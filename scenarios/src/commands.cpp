@@ -17,6 +17,7 @@
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/process.hpp"
+#include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/testbed/version.hpp"
 
@@ -47,19 +48,20 @@ std::string gobgpd_version() {
 int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::vector<std::string> files;
-  std::string out_dir;
-  uint64_t seed = 1;
+  std::string out_dir, seed_text = "1", run_id_prefix;
   desc.add_options()("file", po::value(&files)->required()->multitoken(),
                      "scenario or suite files, or names of shipped scenarios (lanes scenarios)")(
       "out", po::value(&out_dir), "where results.json, junit.xml and report.html go (default: ./lanes-results/<time>)")(
-      "seed", po::value(&seed), "seed of every traffic pattern (default 1)")(
+      "seed", po::value(&seed_text), "seed of every traffic pattern: 0 to 2^64-1 (default 1)")(
+      "run-id", po::value(&run_id_prefix),
+      "PREFIX: name the phases' runs PREFIX1, PREFIX2, ... (1-7 of a-z, 0-9; default: random ids)")(
       "keep", "leave the last phase's topology up afterwards (lanes down RUN removes it)")(
       "quiet,q", "no progress lines; only the summary");
   po::positional_options_description pos;
   pos.add("file", -1);
   po::variables_map vm;
   if (!tb::parse_command_line(
-          args, "run", "FILE... [--out DIR] [--seed N] [--keep]", "run scenarios and report what they measured", desc,
+          args, "run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured", desc,
           pos, vm, out,
           "Each phase of a scenario brings its topology up, runs its steps (workloads, faults, waits,\n"
           "assertions) and takes it down again; then the scenario's assertions are evaluated. Every\n"
@@ -67,6 +69,19 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
           "Exit status: 0 when every assertion passed, 1 when one failed or a scenario could not run,\n"
           "2 on bad input."))
     return tb::kExitOk;
+  uint64_t seed = 0;
+  {
+    auto bad = [&] { return tb::UsageError(fmt::format("--seed {}: expected a whole number from 0 to 2^64-1", seed_text)); };
+    if (seed_text.empty() || seed_text.find_first_not_of("0123456789") != std::string::npos || seed_text.size() > 20)
+      throw bad();
+    try {
+      seed = std::stoull(seed_text);
+    } catch (const std::exception&) {
+      throw bad();
+    }
+  }
+  if (vm.count("run-id") && (run_id_prefix.size() > 7 || !tb::RunRegistry::valid_id(run_id_prefix)))
+    throw tb::UsageError(fmt::format("--run-id '{}': a prefix is 1-7 characters of a-z and 0-9", run_id_prefix));
   std::vector<Scenario> all;
   for (const auto& f : files) {
     auto v = load_scenarios(resolve_scenario(f));  // bad input: InputError, exit 2, nothing built
@@ -97,6 +112,9 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   opt.progress = vm.count("quiet") ? nullptr : &out;
   std::string kept;
   opt.kept_run = &kept;
+  int phase_seq = 0;
+  opt.run_id_prefix = run_id_prefix;
+  opt.phase_seq = &phase_seq;
   for (size_t i = 0; i < all.size(); ++i) {
     if (tb::interrupted()) break;
     opt.keep = vm.count("keep") && i + 1 == all.size();
@@ -211,7 +229,7 @@ int cmd_compare(const std::vector<std::string>& args, std::ostream& out, std::os
 }  // namespace
 
 void register_commands() {
-  tb::register_command("run", "FILE... [--out DIR] [--seed N] [--keep]", "run scenarios and report what they measured",
+  tb::register_command("run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured",
                        cmd_run);
   tb::register_command("scenarios", "[--json]", "list the shipped scenarios", cmd_scenarios);
   tb::register_command("report", "DIR", "re-render a run's HTML report and JUnit XML from its results.json",

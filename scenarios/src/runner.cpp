@@ -252,10 +252,20 @@ class PhaseRun {
     std::filesystem::create_directories(dir_);
     tb::RunRegistry reg;
     say(fmt::format("phase {}: bringing up {}{}", ph_.name, topo_.name, describe_overrides()));
-    auto live = tb::LiveRun::start(topo_, reg, {"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir});
+    tb::LiveRunOptions lo{"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir};
+    lo.held = true;  // a run of lanes run is dead once lanes run is (until --keep leaves it up)
+    if (!opt_.run_id_prefix.empty()) {
+      int n = opt_.phase_seq ? ++*opt_.phase_seq : 1;
+      lo.run_id = opt_.run_id_prefix + std::to_string(n);
+      if (!tb::RunRegistry::valid_id(lo.run_id))
+        throw StepError(fmt::format("run id {} (--run-id {} and phase {}) is longer than 8 characters", lo.run_id,
+                                    opt_.run_id_prefix, n));
+    }
+    auto live = tb::LiveRun::start(topo_, reg, lo);
     if (!live) throw StepError("bringing the topology up: " + std::string(live.error().what()));
     live_.emplace(std::move(live).value());
     pr_.run_id = live_->id();
+    say(fmt::format("phase {}: run {} is up (lanes status {})", ph_.name, pr_.run_id, pr_.run_id));
     pr_.config = {{"topology", topo_.name}, {"overrides", ph_.overrides}};
     t0_ = Clock::now();
     start_sampler();

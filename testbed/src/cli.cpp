@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "lanes/testbed/cleanup.hpp"
 #include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/graph.hpp"
@@ -175,10 +176,13 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
   std::chrono::microseconds switches_us = run.value().daemons_took();
   const BuildTimings tm = run.value().tb().timings();
   run.value().keep();
+  // what exists, counted as status and down count it: nodes and job containers
+  size_t namespaces = list_netns(RunRegistry::netns_prefix(run_id)).size();
   if (vm.count("json")) {
     nlohmann::json j = {{"run_id", run_id},
                         {"topology", topo.name},
-                        {"namespaces", topo.nodes.size()},
+                        {"namespaces", namespaces},
+                        {"nodes", topo.nodes.size()},
                         {"links", topo.links.size()},
                         {"timings_ms",
                          {{"namespaces", tm.namespaces.count() / 1000.0},
@@ -190,7 +194,7 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
     out << j.dump(2) << "\n";
   } else {
     out << fmt::format("run {} is up: {} namespaces, {} links in {}{} (lanes status {}; lanes down {})\n", run_id,
-                       topo.nodes.size(), topo.links.size(), fmt_ms(tm.total),
+                       namespaces, topo.links.size(), fmt_ms(tm.total),
                        switches_us.count() ? fmt::format(", daemons started in {}", fmt_ms(switches_us)) : "",
                        run_id, run_id);
   }
@@ -198,13 +202,6 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
 }
 
 // ---- status ----
-
-std::string phase_of(const RunRegistry& reg, const std::string& id, const Result<RunState>& st) {
-  if (reg.in_use(id)) return st ? st.value().phase : "creating";
-  if (!st) return "dead";
-  if (st.value().phase != "up") return "dead";
-  return "up";
-}
 
 std::string age_of(int64_t created) {
   if (created == 0) return "-";
@@ -216,9 +213,11 @@ std::string age_of(int64_t created) {
 
 nlohmann::json run_summary_json(const RunRegistry& reg, const std::string& id) {
   auto st = reg.load(id);
+  RunHealth h = reg.assess(id);
   nlohmann::json j = {{"id", id},
-                      {"phase", phase_of(reg, id, st)},
+                      {"phase", h.phase},
                       {"namespaces", list_netns(RunRegistry::netns_prefix(id)).size()}};
+  if (!h.reason.empty()) j["dead_because"] = h.reason;
   if (st) {
     j["topology"] = st.value().topology_name;
     j["topology_file"] = st.value().topology_file;
@@ -418,6 +417,8 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
   pos.add("run", 1);
   po::variables_map vm;
   if (!parse(args, cmd_named("status"), desc, pos, vm, out)) return kOk;
+  if (vm.count("run") && !RunRegistry::valid_id(run))
+    throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
   RunRegistry reg;
   bool json = vm.count("json");
   if (run.empty()) {
@@ -552,6 +553,9 @@ int cmd_exec(const std::vector<std::string>& args, std::ostream& out, std::ostre
              "exits with CMD's exit status."))
     return kOk;
   if (command.empty()) throw UsageError("missing the command after '--'\nusage: " + usage_line(cmd_named("exec")));
+  if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
+  if (node.empty() || node.size() > 40 || node.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != std::string::npos || node[0] == '.')
+    throw UsageError(fmt::format("'{}' is not a node name", node));
   if (!have_privileges(err, "exec")) return kFailure;
   std::string nsname = RunRegistry::netns_name(run, node);
   auto ns = Netns::open(nsname);
@@ -585,48 +589,10 @@ int cmd_exec(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 // ---- down and clean ----
 
-struct RemoveResult {
-  bool ok = true;
-  TeardownReport report;
-  std::chrono::microseconds took{0};
-};
-
-// Takes run ID down: its daemons, processes, namespaces, BPF pins and directory.
-RemoveResult remove_run(const RunRegistry& reg, const std::string& id, std::ostream& err) {
-  auto t0 = std::chrono::steady_clock::now();
-  RemoveResult res;
-  std::vector<DaemonRecord> daemons;
-  std::optional<RunLock> lock;
-  if (reg.exists(id)) {
-    auto l = reg.lock(id, false);
-    if (!l) {
-      err << "lanes: run " << id << " is in use by another lanes process; not touched\n";
-      res.ok = false;
-      return res;
-    }
-    lock.emplace(std::move(l).value());
-    auto st = reg.load(id);
-    if (st) {
-      RunState s = st.value();
-      daemons = s.daemons;
-      s.phase = "stopping";
-      s.owner = ::getpid();
-      (void)reg.save(s);
-    }
-  }
-  res.report = teardown_run(id, daemons);
-  for (const auto& e : res.report.errors) {
-    err << "lanes: run " << id << ": " << e << "\n";
-    res.ok = false;
-  }
-  if (res.ok && reg.exists(id)) {
-    if (auto st = reg.remove_dir(id); !st) {
-      err << "lanes: " << st.error().what() << "\n";
-      res.ok = false;
-    }
-  }
-  res.took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
-  return res;
+std::string pids_text(const std::vector<pid_t>& pids) {
+  std::string s;
+  for (pid_t p : pids) s += (s.empty() ? "" : " ") + std::to_string(p);
+  return s;
 }
 
 int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -638,6 +604,8 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
   pos.add("run", 1);
   po::variables_map vm;
   if (!parse(args, cmd_named("down"), desc, pos, vm, out)) return kOk;
+  if (vm.count("run") && !RunRegistry::valid_id(run))
+    throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
   if (!have_privileges(err, "down")) return kFailure;
   RunRegistry reg;
   std::vector<std::string> ids;
@@ -653,8 +621,13 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return kBadInput;
     }
   } else {
-    if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
-    if (!reg.exists(run) && list_netns(RunRegistry::netns_prefix(run)).empty()) {
+    auto o = reg.owner_of(run);
+    if (!reg.exists(run) && o && o->state_dir != reg.base() && RunRegistry(o->state_dir).exists(run)) {
+      err << "lanes down: run '" << run << "' belongs to state dir " << o->state_dir << " (LANES_STATE_DIR="
+          << o->state_dir << " lanes down " << run << ")\n";
+      return kBadInput;
+    }
+    if (!reg.exists(run) && (list_netns(RunRegistry::netns_prefix(run)).empty() || !o)) {
       err << "lanes down: no run '" << run << "' (lanes status lists the runs)\n";
       return kBadInput;
     }
@@ -666,7 +639,8 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   int rc = kOk;
   for (const auto& id : ids) {
-    auto r = remove_run(reg, id, err);
+    auto r = remove_run(reg, id);
+    for (const auto& e : r.errors) err << "lanes: " << e << "\n";
     if (!r.ok) rc = kFailure;
     out << fmt::format("run {} {}: {} namespaces, {} processes removed in {}\n", id,
                        r.ok ? "down" : "partly down", r.report.namespaces, r.report.processes, fmt_ms(r.took));
@@ -677,70 +651,57 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
 int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   desc.add_options()("all", "also take down runs that are up (every run no lanes process is using)")(
-      "dry-run,n", "only list what would be removed");
+      "dry-run,n", "list what a clean would remove, and remove nothing");
   po::positional_options_description pos;
   po::variables_map vm;
   if (!parse(args, cmd_named("clean"), desc, pos, vm, out,
-             "Removes what runs left behind: runs whose lanes process died while building or\n"
-             "tearing down (dead runs), namespaces and BPF pins of runs that have no directory,\n"
-             "and their processes. Runs that are up stay unless --all is given; runs a live\n"
-             "lanes process holds are never touched."))
+             "Removes what dead runs of this state dir left behind: runs whose lanes process died\n"
+             "(while building, tearing down, or running a scenario), runs whose supervisor died,\n"
+             "and the namespaces, processes and BPF pins of runs whose directory is gone. Runs\n"
+             "that are up stay unless --all is given; runs a live lanes process holds, runs of\n"
+             "other state dirs and objects no owner record proves to be lanes' are never touched."))
     return kOk;
   bool dry = vm.count("dry-run");
   bool all = vm.count("all");
   if (!dry && !have_privileges(err, "clean")) return kFailure;
   RunRegistry reg;
-  std::vector<std::pair<std::string, std::string>> targets;  // id, why
-  int kept_up = 0, live = 0;
-  for (const auto& id : reg.list()) {
-    auto st = reg.load(id);
-    std::string phase = phase_of(reg, id, st);
-    if (reg.in_use(id)) {
-      ++live;
-      continue;
-    }
-    if (phase == "dead")
-      targets.emplace_back(id, "dead run");
-    else if (all)
-      targets.emplace_back(id, "run " + phase);
-    else
-      ++kept_up;
-  }
-  std::map<std::string, bool> orphan_ids;
-  for (const auto& ns : list_netns("lanes-")) {
-    std::string id = RunRegistry::run_of_netns(ns);
-    if (!id.empty() && !reg.exists(id)) orphan_ids[id] = true;
-  }
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/sys/fs/bpf", ec)) {
-    std::string n = e.path().filename().string();
-    if (n.rfind("lanes-", 0) == 0 && RunRegistry::valid_id(n.substr(6)) && !reg.exists(n.substr(6)))
-      orphan_ids[n.substr(6)] = true;
-  }
-  for (const auto& [id, _] : orphan_ids) targets.emplace_back(id, "orphaned objects (no run directory)");
+  CleanPlan plan = plan_clean(reg, all);
   int rc = kOk;
   int namespaces = 0, processes = 0, pins = 0;
-  for (const auto& [id, why] : targets) {
+  for (const auto& t : plan.targets) {
     if (dry) {
-      out << fmt::format("would remove run {} ({}): {} namespaces\n", id, why,
-                         list_netns(RunRegistry::netns_prefix(id)).size());
+      out << fmt::format("would remove run {} ({}): {} namespaces, {} processes{}{}{}\n", t.id, t.why,
+                         t.namespaces.size(), t.processes.size(),
+                         t.processes.empty() ? "" : " (pids " + pids_text(t.processes) + ")",
+                         t.has_dir ? ", its directory" : "", t.has_pins ? ", its BPF pins" : "");
       continue;
     }
-    auto r = remove_run(reg, id, err);
+    auto r = remove_run(reg, t.id);
+    for (const auto& e : r.errors) err << "lanes: " << e << "\n";
     if (!r.ok) rc = kFailure;
     namespaces += r.report.namespaces;
     processes += r.report.processes;
     pins += r.report.bpf_pins;
-    out << fmt::format("removed run {} ({}): {} namespaces, {} processes\n", id, why, r.report.namespaces,
+    out << fmt::format("removed run {} ({}): {} namespaces, {} processes\n", t.id, t.why, r.report.namespaces,
                        r.report.processes);
   }
+  for (const auto& id : plan.stale_records) {
+    if (dry) {
+      out << fmt::format("would remove the owner record of run {} (the run exists nowhere)\n", id);
+    } else {
+      reg.forget(id);
+      out << fmt::format("removed the owner record of run {} (the run exists nowhere)\n", id);
+    }
+  }
+  for (const auto& why : plan.left_alone) out << "left alone: " << why << "\n";
   if (!dry)
-    out << fmt::format("clean: {} runs removed ({} namespaces, {} processes, {} BPF pins)", targets.size(),
+    out << fmt::format("clean: {} runs removed ({} namespaces, {} processes, {} BPF pins)", plan.targets.size(),
                        namespaces, processes, pins);
   else
-    out << fmt::format("clean --dry-run: {} runs would be removed", targets.size());
-  if (kept_up) out << fmt::format("; {} run{} up kept (--all removes them)", kept_up, kept_up == 1 ? "" : "s");
-  if (live) out << fmt::format("; {} run{} in use by a lanes process", live, live == 1 ? "" : "s");
+    out << fmt::format("clean --dry-run: {} runs would be removed", plan.targets.size());
+  if (plan.kept_up)
+    out << fmt::format("; {} run{} up kept (--all removes them)", plan.kept_up, plan.kept_up == 1 ? "" : "s");
+  if (plan.live) out << fmt::format("; {} run{} in use by a lanes process", plan.live, plan.live == 1 ? "" : "s");
   out << "\n";
   return rc;
 }
@@ -801,8 +762,10 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
 
 int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   po::options_description desc("options");
-  std::string run;
-  desc.add_options()("run", po::value(&run)->required(), "run id");
+  std::string run, state_dir = RunRegistry::default_base(), owner;
+  desc.add_options()("run", po::value(&run)->required(), "run id")(
+      "state-dir", po::value(&state_dir), "the run's state dir")(
+      "owner", po::value(&owner), "PID:START_TIME of the lanes process the run belongs to while it is held");
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
@@ -810,7 +773,19 @@ int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::
              "Internal: started by 'lanes up'. Runs gobgpd and the FIB agent on every switch of RUN,\n"
              "restarts them when they exit and records it in the run's events.jsonl."))
     return kOk;
-  return run_supervisor(run);
+  if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
+  SupervisorOwner o;
+  if (!owner.empty()) {
+    auto colon = owner.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(owner);
+      o.pid = static_cast<pid_t>(std::stol(owner.substr(0, colon)));
+      o.start_time = std::stoull(owner.substr(colon + 1));
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--owner {}: expected PID:START_TIME", owner));
+    }
+  }
+  return run_supervisor(RunRegistry(state_dir), run, o);
 }
 
 const std::vector<Command> kBuiltins = {
@@ -823,7 +798,8 @@ const std::vector<Command> kBuiltins = {
     {"graph", "FILE [--format dot|mermaid]", "draw a topology as Graphviz DOT or Mermaid", cmd_graph},
     {"features", "[--json]", "show the kernel features lanes detected", cmd_features},
     {"switch-config", "FILE NODE [--agent]", "print the gobgpd or FIB agent config of a switch", cmd_switch_config},
-    {"supervise", "RUN", "(internal) keep a run's switch daemons alive", cmd_supervise},
+    {"supervise", "RUN --state-dir DIR [--owner PID:START]", "(internal) keep a run's daemons alive",
+     cmd_supervise},
 };
 
 }  // namespace

@@ -37,7 +37,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
   impl->reg.emplace(reg);
   std::string id = opt.run_id.empty() ? reg.new_id() : opt.run_id;
   impl->id = id;
-  if (reg.exists(id) || !list_netns(RunRegistry::netns_prefix(id)).empty())
+  if (reg.exists(id) || reg.owner_of(id) || !list_netns(RunRegistry::netns_prefix(id)).empty())
     return std::system_error(std::make_error_code(std::errc::file_exists),
                              "run id '" + id + "' is already in use (lanes status; lanes down " + id + ")");
   auto lock = reg.create(id);
@@ -49,6 +49,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
   state.topology_file = opt.topology_file;
   state.phase = "creating";
   state.owner = ::getpid();
+  state.held = opt.held;
   state.created_unix = static_cast<int64_t>(std::time(nullptr));
   {
     std::ofstream copy(reg.dir(id) + "/topology.xml", std::ios::binary);
@@ -69,7 +70,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
     auto t0 = std::chrono::steady_clock::now();
     auto rollback = [&](const std::system_error& why) -> Result<LiveRun> {
       impl->tb.reset();
-      auto rep = teardown_run(id, state.daemons);
+      auto rep = teardown_run(id, state.daemons, reg.base());
       for (const auto& e : rep.errors) log::error("run {}: cleanup: {}", id, e);
       std::error_code ec;
       std::string keep = "/tmp/lanes-failed-" + id;
@@ -115,7 +116,7 @@ TeardownReport LiveRun::down() {
   impl_->tb.reset();
   impl_->state.phase = "stopping";
   (void)impl_->reg->save(impl_->state);
-  rep = teardown_run(impl_->id, impl_->state.daemons);
+  rep = teardown_run(impl_->id, impl_->state.daemons, impl_->reg->base());
   if (rep.errors.empty()) {
     if (auto st = impl_->reg->remove_dir(impl_->id); !st) rep.errors.push_back(st.error().what());
   }
@@ -125,6 +126,10 @@ TeardownReport LiveRun::down() {
 
 void LiveRun::keep() {
   impl_->kept = true;
+  if (impl_->state.held) {  // from now on the run lives on its own
+    impl_->state.held = false;
+    if (auto st = impl_->reg->save(impl_->state); !st) log::error("run {}: {}", impl_->id, st.error().what());
+  }
   impl_->tb.reset();
   impl_->lock.reset();
 }

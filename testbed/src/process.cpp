@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,9 +26,14 @@ namespace {
 struct ChildSetup : bp::extend::handler {
   int netns_fd = -1;
   bool new_session = true;
+  pid_t die_with = 0;  // the parent whose death ends the child
   template <typename Exec>
   void on_exec_setup(Exec& exec) const {
     if (new_session) ::setsid();
+    if (die_with) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != die_with) ::_exit(127);  // the parent died before the flag was set
+    }
     if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0)
       exec.set_error(std::error_code(errno, std::system_category()), "entering the namespace");
   }
@@ -68,6 +74,7 @@ Result<Daemon> Daemon::start(const ProcessSpec& spec) {
   ChildSetup setup;
   setup.netns_fd = spec.netns_fd;
   setup.new_session = spec.new_session;
+  if (spec.die_with_parent) setup.die_with = ::getpid();
 
   auto impl = std::make_unique<Impl>();
   impl->name = spec.name;
@@ -166,6 +173,7 @@ Result<bp::child> spawn_with_pipe(const ProcessSpec& spec, bp::pipe& out) {
   ChildSetup setup;
   setup.netns_fd = spec.netns_fd;
   setup.new_session = spec.new_session;
+  if (spec.die_with_parent) setup.die_with = ::getpid();
   std::error_code ec;
   FILE* log = nullptr;
   if (!spec.log_path.empty()) log = std::fopen(spec.log_path.c_str(), "ae");
@@ -276,11 +284,8 @@ void StreamingChild::kill() {
 }
 
 bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace) {
-  if (pid <= 1) return false;
-  auto same = [&] {
-    uint64_t st = process_start_time(pid);
-    return st != 0 && (start_time == 0 || st == start_time);
-  };
+  if (pid <= 1 || start_time == 0) return false;  // no start time: nothing proves which process it is
+  auto same = [&] { return process_start_time(pid) == start_time; };
   if (!same()) return false;
   ::kill(pid, SIGTERM);
   auto deadline = std::chrono::steady_clock::now() + grace;

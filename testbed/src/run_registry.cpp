@@ -23,7 +23,8 @@ nlohmann::json RunState::to_json() const {
     d.push_back({{"name", r.name}, {"node", r.node}, {"pid", r.pid}, {"start_time", r.start_time},
                  {"log", r.log}});
   return {{"id", id},         {"topology_name", topology_name}, {"topology_file", topology_file},
-          {"phase", phase},   {"owner", owner},                 {"created_unix", created_unix},
+          {"phase", phase},   {"owner", owner},                 {"held", held},
+          {"created_unix", created_unix},
           {"daemons", d},     {"extra", extra}};
 }
 
@@ -34,6 +35,7 @@ RunState RunState::from_json(const nlohmann::json& j) {
   s.topology_file = j.value("topology_file", "");
   s.phase = j.value("phase", "");
   s.owner = j.value("owner", 0);
+  s.held = j.value("held", false);
   s.created_unix = j.value("created_unix", int64_t{0});
   for (const auto& d : j.value("daemons", nlohmann::json::array()))
     s.daemons.push_back({d.value("name", ""), d.value("node", ""), d.value("pid", 0),
@@ -42,7 +44,20 @@ RunState RunState::from_json(const nlohmann::json& j) {
   return s;
 }
 
-RunRegistry::RunRegistry(std::string base) : base_(std::move(base)) {}
+namespace {
+
+std::string normal_dir(const std::string& d) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(d, ec);
+  std::string s = (ec ? std::filesystem::path(d) : p).lexically_normal().string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+RunRegistry::RunRegistry(std::string base, std::string owners)
+    : base_(normal_dir(base)), owners_(normal_dir(owners)) {}
 
 std::string RunRegistry::default_base() {
   if (const char* e = std::getenv("LANES_STATE_DIR"); e && *e) return e;
@@ -64,11 +79,115 @@ std::string RunRegistry::run_of_netns(const std::string& ns) {
 }
 
 Result<RunLock> RunRegistry::create(const std::string& id) const {
+  if (!valid_id(id)) return os_error(EINVAL, "'" + id + "' is not a run id");
   std::error_code ec;
   std::filesystem::create_directories(base_, ec);
   if (ec) return std::system_error(ec, "creating the state directory " + base_);
-  if (::mkdir(dir(id).c_str(), 0755) != 0) return errno_error("creating run directory " + dir(id));
+  std::filesystem::create_directories(owners_, ec);
+  if (ec) return std::system_error(ec, "creating the owner records' directory " + owners_);
+  // the owner record first: it claims the id on the whole machine
+  std::string rec = owners_ + "/" + id + ".json";
+  {
+    Fd fd(::open(rec.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd) {
+      int e = errno;
+      if (e == EEXIST) {
+        auto o = owner_of(id);
+        return os_error(EEXIST, "run id " + id + " is taken" +
+                                    (o ? " by a run of state dir " + o->state_dir : std::string()));
+      }
+      return os_error(e, "creating the owner record " + rec);
+    }
+    nlohmann::json j = {{"state_dir", base_}, {"pid", ::getpid()}, {"start_time", process_start_time(::getpid())}};
+    std::string text = j.dump() + "\n";
+    if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      int e = errno;
+      ::unlink(rec.c_str());
+      return os_error(e, "writing the owner record " + rec);
+    }
+  }
+  if (::mkdir(dir(id).c_str(), 0755) != 0) {
+    auto err = errno_error("creating run directory " + dir(id));
+    ::unlink(rec.c_str());
+    return err;
+  }
   return lock(id, false);
+}
+
+std::optional<OwnerRecord> RunRegistry::owner_of(const std::string& id) const {
+  if (!valid_id(id)) return std::nullopt;
+  std::ifstream in(owners_ + "/" + id + ".json");
+  if (!in) return std::nullopt;
+  try {
+    auto j = nlohmann::json::parse(in);
+    OwnerRecord r;
+    r.state_dir = j.at("state_dir").get<std::string>();
+    r.pid = j.value("pid", 0);
+    r.start_time = j.value("start_time", uint64_t{0});
+    return r;
+  } catch (const std::exception&) {
+    return std::nullopt;  // being written, or not lanes': proves nothing
+  }
+}
+
+std::vector<std::string> RunRegistry::owned_ids() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(owners_, ec)) {
+    std::string n = e.path().filename().string();
+    if (n.size() > 5 && n.compare(n.size() - 5, 5, ".json") == 0 && valid_id(n.substr(0, n.size() - 5)))
+      out.push_back(n.substr(0, n.size() - 5));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool RunRegistry::owns(const std::string& id) const {
+  auto o = owner_of(id);
+  return o && o->state_dir == base_;
+}
+
+void RunRegistry::release(const std::string& id) const {
+  if (owns(id)) ::unlink((owners_ + "/" + id + ".json").c_str());
+}
+
+void RunRegistry::forget(const std::string& id) const {
+  if (valid_id(id)) ::unlink((owners_ + "/" + id + ".json").c_str());
+}
+
+RunHealth RunRegistry::assess(const std::string& id) const {
+  RunHealth h;
+  auto st = load(id);
+  if (in_use(id)) {
+    h.live = true;
+    h.phase = st ? st.value().phase : "creating";
+    return h;
+  }
+  h.phase = "dead";
+  if (!exists(id)) {
+    h.reason = "no run directory";
+    return h;
+  }
+  if (!st) {
+    h.reason = "no readable state";
+    return h;
+  }
+  const RunState& s = st.value();
+  if (s.phase != "up") {
+    h.reason = "its lanes process died while " + (s.phase.empty() ? std::string("creating") : s.phase) + " it";
+    return h;
+  }
+  if (s.held) {
+    h.reason = "the lanes process that owned it (pid " + std::to_string(s.owner) + ") is gone";
+    return h;
+  }
+  for (const auto& d : s.daemons)
+    if (d.name == "supervisor" && !is_supervisor_of(d.pid, d.start_time, id, base_)) {
+      h.reason = "its supervisor (pid " + std::to_string(d.pid) + ") is gone";
+      return h;
+    }
+  h.phase = "up";
+  return h;
 }
 
 Result<RunLock> RunRegistry::lock(const std::string& id, bool wait) const {
@@ -132,8 +251,14 @@ Status RunRegistry::save(const RunState& s) const {
 
 Status RunRegistry::remove_dir(const std::string& id) const {
   std::error_code ec;
-  std::filesystem::remove_all(dir(id), ec);
+  for (int attempt = 0; attempt < 5; ++attempt) {  // a last log line may land while it goes
+    ec.clear();
+    std::filesystem::remove_all(dir(id), ec);
+    if (ec != std::errc::directory_not_empty) break;
+    ::usleep(20000);
+  }
   if (ec) return std::system_error(ec, "removing " + dir(id));
+  release(id);
   return {};
 }
 
@@ -142,7 +267,9 @@ std::string RunRegistry::new_id() const {
   for (;;) {
     std::string id = fmt::format("{:04x}", rd() & 0xffff);
     if (!std::isalpha(static_cast<unsigned char>(id[0]))) id[0] = static_cast<char>('a' + (rd() % 6));
-    if (!exists(id) && list_netns(netns_prefix(id)).empty()) return id;
+    if (!exists(id) && ::access((owners_ + "/" + id + ".json").c_str(), F_OK) != 0 &&
+        list_netns(netns_prefix(id)).empty())
+      return id;
   }
 }
 
@@ -160,6 +287,63 @@ uint64_t process_start_time(pid_t pid) {
     if (i == 3 && (field == "Z" || field == "X")) return 0;  // exited, not yet reaped
   }
   return std::stoull(field);
+}
+
+std::vector<std::string> process_cmdline(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> out;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) out.push_back(arg);
+  return out;
+}
+
+namespace {
+
+// "lanes supervise ID --state-dir BASE ...": the id and base of a
+// supervisor's command line, or nullopt if PID is not a lanes supervisor.
+std::optional<std::pair<std::string, std::string>> supervisor_args(pid_t pid) {
+  auto argv = process_cmdline(pid);
+  if (argv.size() < 5 || argv[1] != "supervise" || argv[3] != "--state-dir") return std::nullopt;
+  if (std::filesystem::path(argv[0]).filename() != "lanes") return std::nullopt;
+  // the program itself must be a lanes binary, not a process that took the name
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  if (ec || exe.filename() != "lanes") return std::nullopt;
+  return std::make_pair(argv[2], argv[4]);
+}
+
+}  // namespace
+
+bool is_supervisor_of(pid_t pid, uint64_t start_time, const std::string& id, const std::string& base) {
+  if (pid <= 1) return false;
+  uint64_t st = process_start_time(pid);
+  if (st == 0 || (start_time != 0 && st != start_time)) return false;
+  auto a = supervisor_args(pid);
+  return a && a->first == id && a->second == base && process_start_time(pid) == st;
+}
+
+std::vector<SupervisorProcess> find_supervisors(const std::string& base) {
+  std::vector<SupervisorProcess> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 1 || pid == ::getpid()) continue;
+    uint64_t st = process_start_time(static_cast<pid_t>(pid));
+    if (st == 0) continue;
+    auto a = supervisor_args(static_cast<pid_t>(pid));
+    if (a && a->second == base) out.push_back({a->first, static_cast<pid_t>(pid), st});
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<std::pair<pid_t, uint64_t>> find_supervisors(const std::string& id, const std::string& base) {
+  std::vector<std::pair<pid_t, uint64_t>> out;
+  for (const auto& s : find_supervisors(base))
+    if (s.id == id) out.emplace_back(s.pid, s.start_time);
+  return out;
 }
 
 }  // namespace lanes::testbed

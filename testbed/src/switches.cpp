@@ -1,6 +1,8 @@
 #include "lanes/testbed/switches.hpp"
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -57,6 +59,42 @@ struct Managed {
   int restarts = 0;
   Clock::time_point restart_at{};
   bool waiting = false;
+};
+
+// Notices when the run's owner is gone and whether that leaves the run dead.
+class OwnerWatch {
+ public:
+  OwnerWatch(const RunRegistry& reg, std::string run_id, const SupervisorOwner& o) : reg_(reg), id_(std::move(run_id)) {
+    if (o.pid <= 0) return;  // nobody to watch (a test's own run)
+    fd_ = Fd(static_cast<int>(::syscall(SYS_pidfd_open, o.pid, 0)));
+    // the fd now pins the process; it is the owner only if the start time agrees
+    if (!fd_ || process_start_time(o.pid) != o.start_time) owner_gone_ = true;
+  }
+  // true once the owner is gone and the run was not left up on its own
+  bool run_dead() {
+    if (dead_) return true;
+    if (!owner_gone_) {
+      if (!fd_) return false;
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) return false;
+      owner_gone_ = true;
+    }
+    auto st = reg_.load(id_);
+    if (st && st.value().phase == "up" && !st.value().held) {
+      fd_ = Fd();  // left up on purpose: the run is ours now
+      owner_gone_ = false;
+      return false;
+    }
+    dead_ = true;
+    log::warn("supervisor: the lanes process that owned run {} is gone; stopping", id_);
+    return true;
+  }
+
+ private:
+  const RunRegistry& reg_;
+  std::string id_;
+  Fd fd_;
+  bool owner_gone_ = false, dead_ = false;
 };
 
 bool gobgp_answers(int ns_fd) {
@@ -139,8 +177,13 @@ Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std
   return {};
 }
 
-int run_supervisor(const std::string& run_id) {
-  RunRegistry reg;
+int run_supervisor(const RunRegistry& reg, const std::string& run_id, const SupervisorOwner& owner) {
+  OwnerWatch watch(reg, run_id, owner);
+  auto stopping = [&] { return g_stop || watch.run_dead(); };
+  nlohmann::json sup = {{"ready", false}, {"pid", ::getpid()}};
+  // findable from the start: the pid is on record before anything runs
+  write_json_atomic(supervisor_state_path(reg, run_id), sup);
+  if (stopping()) return 0;
   std::string topo_path = reg.dir(run_id) + "/topology.xml";
   Topology topo;
   try {
@@ -158,7 +201,6 @@ int run_supervisor(const std::string& run_id) {
   std::string agent_bin = self_dir() + "/lanes-fib-agent";
   std::map<std::string, Netns> ns;
   std::vector<Managed> managed;
-  nlohmann::json sup = {{"ready", false}, {"pid", ::getpid()}};
   auto publish = [&] {
     nlohmann::json d = nlohmann::json::array();
     for (auto& m : managed)
@@ -192,6 +234,7 @@ int run_supervisor(const std::string& run_id) {
               {"gobgpd", "-f", f.gobgp_config, "-t", "toml", "-p", "-l", "info", "--api-hosts",
                std::string(kGobgpApi), "--pprof-disable"}};
     m.spec.netns_fd = netns.fd();
+    m.spec.die_with_parent = true;  // a killed supervisor leaves no daemon behind
     m.spec.log_path = f.gobgpd_log;
     auto d = Daemon::start(m.spec);
     if (!d) return fail(d.error().what());
@@ -207,7 +250,8 @@ int run_supervisor(const std::string& run_id) {
       if (!m.daemon.running())
         return fail(fmt::format("gobgpd on {} exited with status {} before it was ready; see {}:\n{}", m.node,
                                 m.daemon.exit_status().value_or(-1), m.spec.log_path, tail_of(m.spec.log_path, 5)));
-      if (Clock::now() > deadline || g_stop)
+      if (stopping()) return fail("stopped before the switches were ready");
+      if (Clock::now() > deadline)
         return fail(fmt::format("gobgpd on {} did not answer within 20 s; see {}", m.node, m.spec.log_path));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -229,6 +273,7 @@ int run_supervisor(const std::string& run_id) {
     m.name = "fib-agent";
     m.spec = {"fib agent on " + node, {agent_bin, "--config", f.agent_config, "--state", f.agent_state}};
     m.spec.netns_fd = netns.fd();
+    m.spec.die_with_parent = true;  // a killed supervisor leaves no daemon behind
     m.spec.log_path = f.agent_log;
     auto d = Daemon::start(m.spec);
     if (!d) return fail(d.error().what());
@@ -250,6 +295,7 @@ int run_supervisor(const std::string& run_id) {
     m.name = r.name;
     m.spec = {r.name + " on " + r.node, r.argv};
     m.spec.netns_fd = other_ns.at(r.netns).fd();
+    m.spec.die_with_parent = true;  // a killed supervisor leaves no daemon behind
     m.spec.log_path = reg.dir(run_id) + "/logs/" + r.node + "-" + r.name + ".log";
     auto d = Daemon::start(m.spec);
     if (!d) return fail(d.error().what());
@@ -273,7 +319,8 @@ int run_supervisor(const std::string& run_id) {
       if (!m.daemon.running())
         return fail(fmt::format("{} exited with status {} before it was ready; see {}:\n{}", m.spec.name,
                                 m.daemon.exit_status().value_or(-1), m.spec.log_path, tail_of(m.spec.log_path, 5)));
-      if (Clock::now() > ready_deadline || g_stop)
+      if (stopping()) return fail("stopped before the daemons were ready");
+      if (Clock::now() > ready_deadline)
         return fail(fmt::format("{} was not ready within 20 s; see {}", m.spec.name, m.spec.log_path));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -283,7 +330,7 @@ int run_supervisor(const std::string& run_id) {
   append_event(reg, run_id, {{"node", ""}, {"daemon", "supervisor"}, {"event", "ready"}});
 
   // keep them alive: a daemon that exits is recorded and restarted with backoff
-  while (!g_stop) {
+  while (!stopping()) {
     bool changed = false;
     for (auto& m : managed) {
       if (m.waiting) {
@@ -330,7 +377,9 @@ int run_supervisor(const std::string& run_id) {
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
                                       std::chrono::seconds timeout, const std::string& lanes_bin) {
   std::string log_path = reg.dir(run_id) + "/logs/supervisor.log";
-  ProcessSpec spec{"lanes supervisor", {lanes_bin.empty() ? self_dir() + "/lanes" : lanes_bin, "supervise", run_id}};
+  ProcessSpec spec{"lanes supervisor",
+                   {lanes_bin.empty() ? self_dir() + "/lanes" : lanes_bin, "supervise", run_id, "--state-dir",
+                    reg.base(), "--owner", fmt::format("{}:{}", ::getpid(), process_start_time(::getpid()))}};
   spec.log_path = log_path;
   auto d = Daemon::start(spec);
   if (!d) return d.error();

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -94,7 +95,7 @@ Result<Testbed> Testbed::build(const Topology& topo, const std::string& run_id) 
     log::error("building run {} failed: {}; removing what was built", run_id, e.what());
     impl->nl.clear();
     impl->ns.clear();
-    auto rep = teardown_run(run_id, {});
+    auto rep = teardown_run(run_id, {}, "");
     for (const auto& err : rep.errors) log::error("cleanup: {}", err);
     return e;
   };
@@ -196,14 +197,24 @@ Result<Testbed> Testbed::attach(const Topology& topo, const std::string& run_id)
   return Testbed(std::move(impl));
 }
 
-TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonRecord>& daemons) {
+TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonRecord>& daemons,
+                            const std::string& state_dir) {
   TeardownReport rep;
-  // daemons first, in reverse order of start, so they can say goodbye
-  for (auto it = daemons.rbegin(); it != daemons.rend(); ++it) {
-    if (stop_pid(it->pid, it->start_time, std::chrono::milliseconds(3000))) {
-      ++rep.processes;
-      log::debug("stopped {} on {} (pid {})", it->name, it->node, it->pid);
-    }
+  // the supervisor first: it stops its daemons in order, so they can say
+  // goodbye. Only a process whose command line names this run and state
+  // dir is taken for it (a recorded pid alone proves nothing).
+  if (!state_dir.empty()) {
+    std::vector<std::pair<pid_t, uint64_t>> sups;
+    for (const auto& d : daemons)
+      if (d.name == "supervisor" && is_supervisor_of(d.pid, d.start_time, run_id, state_dir))
+        sups.emplace_back(d.pid, d.start_time);
+    for (const auto& s : find_supervisors(run_id, state_dir))
+      if (std::find(sups.begin(), sups.end(), s) == sups.end()) sups.push_back(s);
+    for (auto [pid, st] : sups)
+      if (stop_pid(pid, st, std::chrono::milliseconds(5000))) {
+        ++rep.processes;
+        log::debug("stopped the supervisor of run {} (pid {})", run_id, pid);
+      }
   }
   auto names = list_netns(RunRegistry::netns_prefix(run_id));
   // anything else still running inside the run's namespaces was started

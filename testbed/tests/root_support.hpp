@@ -44,6 +44,8 @@ class ScopedRun {
     testbed::RunState st;
     st.id = id_;
     st.phase = "up";
+    st.held = true;  // dead with the test process: its supervisor stops, a clean removes it
+    st.owner = ::getpid();
     st.topology_name = "test";
     (void)reg_.save(st);
     auto topo = testbed::load_topology(topology_file);
@@ -56,7 +58,7 @@ class ScopedRun {
     if (with_switches) {
       std::filesystem::copy_file(topology_file, reg_.dir(id_) + "/topology.xml");
       auto fail = [&](const std::system_error& e) {
-        testbed::teardown_run(id_, daemons_);
+        testbed::teardown_run(id_, daemons_, reg_.base());
         (void)reg_.remove_dir(id_);
         throw e;
       };
@@ -74,7 +76,7 @@ class ScopedRun {
   }
   ~ScopedRun() {
     tb_.reset();
-    testbed::teardown_run(id_, daemons_);
+    testbed::teardown_run(id_, daemons_, reg_.base());
     (void)reg_.remove_dir(id_);
   }
   ScopedRun(const ScopedRun&) = delete;

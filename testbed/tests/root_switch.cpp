@@ -318,7 +318,7 @@ TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs
     CHECK(msg.find("r1-tor-gobgpd.log") != std::string::npos);
   }
   CHECK(took < std::chrono::seconds(25));
-  teardown_run(id, {});
+  teardown_run(id, {}, reg.base());
   (void)reg.remove_dir(id);
 }
 

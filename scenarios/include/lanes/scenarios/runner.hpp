@@ -22,6 +22,8 @@ struct RunOptions {
   std::string bin_dir;         // lanes' executables; "" = beside this program
   std::ostream* progress = nullptr;  // the live progress line and step log
   std::string* kept_run = nullptr;   // with keep: set to the id of the run left up
+  std::string run_id_prefix;         // "" = fresh random run ids; else PREFIX1, PREFIX2, ... per phase
+  int* phase_seq = nullptr;          // with a prefix: the last number used (shared by a suite's scenarios)
 };
 
 reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt);

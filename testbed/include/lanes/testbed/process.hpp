@@ -24,6 +24,7 @@ struct ProcessSpec {
   std::string log_path;             // stdout and stderr are appended here; "" = inherit stdio
   std::vector<std::pair<std::string, std::string>> env;  // added to lanes' environment
   bool new_session = true;          // setsid(), so a terminal's ^C reaches lanes only
+  bool die_with_parent = false;     // SIGTERM when the starting thread's process dies (PR_SET_PDEATHSIG)
 };
 
 class Daemon {
@@ -80,8 +81,9 @@ class StreamingChild {
 };
 
 // Stops a process lanes started earlier (not necessarily its child), by pid,
-// only if its start time still matches: SIGTERM, wait up to GRACE, SIGKILL.
-// Returns true if the process was running.
+// only if its start time (never 0) still matches: SIGTERM, wait up to GRACE,
+// SIGKILL. Returns true if the process was running. The caller proves what
+// the process is (its namespace, its command line) before calling.
 bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace);
 
 }  // namespace lanes::testbed

@@ -39,11 +39,23 @@ std::string supervisor_state_path(const RunRegistry& reg, const std::string& run
 std::string events_path(const RunRegistry& reg, const std::string& run_id);
 std::vector<nlohmann::json> read_events(const RunRegistry& reg, const std::string& run_id);
 
-// The supervisor's main loop; returns its exit code. Stops on SIGTERM.
-int run_supervisor(const std::string& run_id);
+// The process a supervisor watches: the lanes process that made the run.
+// While the run is held by it (being built, or made by lanes run without
+// --keep) the supervisor stops its daemons and exits as soon as that
+// process is gone; once the run is left up on its own, it carries on.
+struct SupervisorOwner {
+  pid_t pid = 0;
+  uint64_t start_time = 0;
+};
 
-// Starts the supervisor for RUN_ID (detached) and waits until every gobgpd
-// answers, or fails with what went wrong and where its log is.
+// The supervisor's main loop; returns its exit code. Stops on SIGTERM, or
+// when its run is dead (see SupervisorOwner).
+int run_supervisor(const RunRegistry& reg, const std::string& run_id, const SupervisorOwner& owner);
+
+// Starts the supervisor for RUN_ID (detached; `lanes supervise RUN_ID
+// --state-dir BASE --owner PID:START`, this process its owner) and waits
+// until every gobgpd answers, or fails with what went wrong and where its
+// log is.
 // LANES_BIN is the lanes executable that runs `lanes supervise` (default:
 // the one beside the running program).
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,

@@ -57,11 +57,15 @@ struct TeardownReport {
   std::vector<std::string> errors;
 };
 
-// Removes every kernel object of run RUN_ID: the daemons in DAEMONS (by
-// pid and start time), any other process inside its namespaces, its
-// namespaces (and so every link, address, route, qdisc and BPF attachment
-// in them) and its pinned BPF objects. Leaves the run directory alone.
-TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonRecord>& daemons);
+// Removes every kernel object of run RUN_ID: its supervisor (a recorded one
+// in DAEMONS, or any found in /proc, only if its command line names RUN_ID
+// and STATE_DIR; "" = the run has none yet), every process inside its
+// namespaces (they are the run's), its namespaces (and so every link,
+// address, route, qdisc and BPF attachment in them) and its pinned BPF
+// objects. Processes are stopped by pid and start time. Leaves the run
+// directory alone. The caller has proven the run is dead or its own.
+TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonRecord>& daemons,
+                            const std::string& state_dir);
 
 // Where lanes pins BPF objects of a run, if it pins any.
 std::string bpf_pin_dir(const std::string& run_id);
