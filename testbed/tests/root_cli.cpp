@@ -17,6 +17,7 @@
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/testbed.hpp"
 #include "lanes/testbed/run_registry.hpp"
+#include "root_snapshot.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;
@@ -25,41 +26,9 @@ using lanes::test::lanes_bin;
 using lanes::test::require_root;
 using lanes::test::run_command;
 using lanes::test::topology;
+using lanes::test::snapshot_root_ns;
 
 namespace {
-
-// Everything of the root network namespace that lanes promises not to
-// change, as text: links, addresses, routes, rules, nexthops, qdiscs and
-// every readable net.* sysctl.
-std::map<std::string, std::string> snapshot_root_ns() {
-  std::map<std::string, std::string> s;
-  // lifetimes of dynamic addresses and routes count down on their own
-  std::regex lifetimes(R"((valid_lft|preferred_lft|expires) \S+)");
-  for (const char* cmd : {"ip -d link show", "ip addr show", "ip -4 route show table all",
-                          "ip -6 route show table all", "ip -4 rule show", "ip -6 rule show",
-                          "ip nexthop show", "tc qdisc show"}) {
-    s[cmd] = std::regex_replace(run_command(cmd).out, lifetimes, "$1 _");
-  }
-  // counters that move without anyone configuring anything
-  const std::vector<std::string> dynamic = {"nf_conntrack_count", "/route/flush"};
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator("/proc/sys/net", ec);
-       it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    if (!it->is_regular_file(ec)) continue;
-    std::string p = it->path().string();
-    if (std::any_of(dynamic.begin(), dynamic.end(), [&](auto& d) { return p.find(d) != std::string::npos; }))
-      continue;
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // write-only entries
-    char buf[4096];
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    ::close(fd);
-    if (n < 0) continue;  // entries that refuse reads (EIO, EPERM)
-    s["sysctl " + p] = std::string(buf, static_cast<size_t>(n));
-  }
-  return s;
-}
 
 std::string run_id_of(const std::string& json_out) {
   auto j = nlohmann::json::parse(json_out.substr(json_out.find('{')));
@@ -137,7 +106,7 @@ TEST_CASE("lanes up exec status and down work together and a run id is never reu
   std::string id = reg.new_id();
   auto up = run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
   REQUIRE(up.status == 0);
-  CHECK(up.out.find("run " + id + " is up: 4 namespaces, 9 links") != std::string::npos);
+  CHECK(up.out.find("run " + id + " is up: 6 namespaces, 9 links") != std::string::npos);
   auto again = run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
   CHECK(again.status == 2);
   CHECK(again.out.find("already in use") != std::string::npos);
@@ -175,4 +144,71 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
             "ip nexthop add id 1 dev v0 && ip nexthop add id 2 group 1 type resilient buckets 8"));
   CHECK(j["tbf"] == true);
   CHECK(j["bpf"] == true);  // root can load BPF programs
+}
+
+TEST_CASE("a clean of another state dir leaves a live run and its supervisor alone", "[root]") {
+  require_root();
+  auto tmp = std::filesystem::temp_directory_path() / ("lanes-two-dirs-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  std::string a = (tmp / "a").string(), b = (tmp / "b").string();
+  RunRegistry ra(a);
+  std::string id = ra.new_id();
+  auto up = run_command("LANES_STATE_DIR=" + a + " " + lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
+  REQUIRE(up.status == 0);
+  size_t namespaces = list_netns(RunRegistry::netns_prefix(id)).size();
+  CHECK(namespaces == 6);
+  auto sups = find_supervisors(id, ra.base());
+  REQUIRE(sups.size() == 1);
+  // another state dir cannot see the run's directory: before, it took the
+  // namespaces for orphans; the owner record says whose they are
+  for (const char* args : {" clean --dry-run", " clean", " clean --all"}) {
+    auto c = run_command("LANES_STATE_DIR=" + b + " " + lanes_bin() + args);
+    INFO(args << ": " << c.out);
+    CHECK(c.status == 0);
+    CHECK(c.out.find("belongs to state dir " + ra.base()) != std::string::npos);
+    CHECK(c.out.find("removed run " + id) == std::string::npos);
+  }
+  auto other_down = run_command("LANES_STATE_DIR=" + b + " " + lanes_bin() + " down " + id);
+  CHECK(other_down.status == 2);
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).size() == namespaces);
+  CHECK(is_supervisor_of(sups[0].first, sups[0].second, id, ra.base()));
+  CHECK(ra.assess(id).phase == "up");
+  // the same id cannot be taken from the other state dir either
+  auto again = run_command("LANES_STATE_DIR=" + b + " " + lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
+  CHECK(again.status == 2);
+  auto down = run_command("LANES_STATE_DIR=" + a + " " + lanes_bin() + " down " + id);
+  CHECK(down.status == 0);
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
+  CHECK_FALSE(ra.owner_of(id).has_value());
+  std::filesystem::remove_all(tmp);
+}
+
+TEST_CASE("lanes clean never signals a process a forged state file names", "[root]") {
+  require_root();
+  auto tmp = std::filesystem::temp_directory_path() / ("lanes-forged-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(tmp);
+  RunRegistry reg((tmp / "state").string());
+  ProcessSpec spec{"bystander", {"sleep", "60"}};
+  auto bystander = Daemon::start(spec);
+  REQUIRE(bystander.ok());
+  pid_t pid = bystander.value().pid();
+  std::string id = reg.new_id();
+  {
+    auto lock = reg.create(id);
+    REQUIRE(lock.ok());
+    RunState s;
+    s.id = id;
+    s.phase = "creating";  // a dead run: clean removes it
+    for (const char* name : {"supervisor", "gobgpd", "fib-agent"})
+      s.daemons.push_back({name, "r1-tor", pid, process_start_time(pid), ""});
+    REQUIRE(reg.save(s).ok());
+  }
+  auto c = run_command("LANES_STATE_DIR=" + reg.base() + " " + lanes_bin() + " clean");
+  INFO(c.out);
+  CHECK(c.status == 0);
+  CHECK(c.out.find("removed run " + id) != std::string::npos);
+  CHECK(bystander.value().running());  // pid and start time matched; what it is did not
+  CHECK_FALSE(reg.exists(id));
+  CHECK_FALSE(reg.owner_of(id).has_value());
+  std::filesystem::remove_all(tmp);
 }
