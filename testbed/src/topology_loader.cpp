@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "lanes/testbed/input_file.hpp"
+
 namespace lanes::testbed {
 
 namespace {
@@ -180,6 +182,7 @@ class Loader {
   void load_servers(const pugi::xml_node& n, int rack_index);
   void load_links(const pugi::xml_node& root);
   void assign_addresses();
+  void check_plan();
   std::string port_name(int node);
 
   const std::string& text_;
@@ -208,6 +211,7 @@ Topology Loader::load() {
                                     res.description()));
     throw InputError(problems_);
   }
+  for (auto& p : xml_shape_problems(doc, text_, file_)) problems_.push_back(std::move(p));
   auto root = doc.document_element();
   if (std::string_view(root.name()) != "topology") {
     problem(root, "the root element must be <topology>, not <{}>", root.name());
@@ -300,7 +304,9 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   Rack rack;
   rack.name = get_name(n);
   rack.loc = loc(n);
-  if (rack.name.empty()) return;
+  // a rack without a usable name is reported; what is inside it still gets
+  // checked, under a stand-in name that cannot clash with a real one
+  if (rack.name.empty()) rack.name = fmt::format("rack#{}", rack_index + 1);
   for (const auto& other : topo_.racks)
     if (other.name == rack.name)
       problem(n, "rack name '{}' is already used at line {}", rack.name, other.loc.line);
@@ -308,11 +314,12 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   get_int(n, "asn", 1, 4294967294LL, asn);
   Node sw;
   sw.name = n.attribute("switch") ? n.attribute("switch").value() : rack.name + "-tor";
+  bool stand_in = !valid_name(rack.name);
   sw.kind = NodeKind::rack_switch;
   sw.rack = rack_index;
   sw.asn = static_cast<uint32_t>(asn);
   sw.loc = loc(n);
-  if (!valid_name(sw.name)) {
+  if (!valid_name(sw.name) && !stand_in) {
     problem(n, "<rack> switch=\"{}\": names are 1-24 characters of letters, digits, '-' and '_', "
                "starting with a letter or digit", sw.name);
   }
@@ -329,6 +336,9 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   topo_.racks.push_back(std::move(rack));
   for (auto h : n.children("host")) load_hosts(h, rack_index);
   for (auto s : n.children("server")) load_servers(s, rack_index);
+  if (!n.child("host"))
+    problem(n, "rack '{}' has no <host>: a rack holds at least one host (its task block is theirs)",
+            topo_.racks.back().name);
 }
 
 void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
@@ -551,6 +561,23 @@ void Loader::load_links(const pugi::xml_node& root) {
       }
     }
   }
+  // with spines, every spine and every rack switch is part of the fabric
+  bool spines = topo_.count(NodeKind::spine) > 0;
+  for (size_t i = 0; spines && i < topo_.nodes.size(); ++i) {
+    const Node& nd = topo_.nodes[i];
+    if (nd.kind != NodeKind::spine && nd.kind != NodeKind::rack_switch) continue;
+    bool linked = std::any_of(topo_.links.begin(), topo_.links.end(), [&](const Link& l) {
+      return l.kind == LinkKind::fabric && (l.a.node == static_cast<int>(i) || l.b.node == static_cast<int>(i));
+    });
+    if (linked) continue;
+    if (nd.kind == NodeKind::spine)
+      problems_.push_back(fmt::format("{}:{}: spine '{}' has no <link>: it would carry nothing{}", file_,
+                                      nd.loc.line, nd.name,
+                                      topo_.racks.empty() ? " (there is no rack)" : " (link it to a rack switch)"));
+    else
+      problems_.push_back(fmt::format("{}:{}: rack switch '{}' has no <link> to a spine: its rack would be cut off",
+                                      file_, nd.loc.line, nd.name));
+  }
   for (auto [server, target] : server_attach_) {
     Link link;
     link.kind = LinkKind::server;
@@ -663,20 +690,30 @@ void Loader::assign_addresses() {
     if (overlaps(rack.block6, p.infra6) || overlaps(rack.block6, p.loopback6))
       problem(rack_xml_[static_cast<int>(r)], "rack '{}' block6 {} overlaps the infra or loopback pool",
               rack.name, rack.block6.to_string());
-    // task IPs in the first quarter of the block, job NIC addresses after it
-    uint64_t size4 = size_of(rack.block4);
-    uint64_t quarter = size4 / 4;
+    // in each family: task IPs in the first quarter of the block, job NIC
+    // addresses in the rest of the same block
+    uint64_t size4 = size_of(rack.block4), size6 = size_of(rack.block6);
+    uint64_t quarter = size4 / 4, quarter6 = size6 / 4;
     uint64_t nic_total = 0;
     for (int h : rack.hosts) nic_total += topo_.nodes[h].nics.size();
+    bool fits = true;
     if (rack.hosts.size() + 1 > quarter || nic_total > size4 - quarter) {
       problem(rack_xml_[static_cast<int>(r)],
               "rack '{}' block4 {} is too small for {} hosts with {} NICs (use a larger block4 or "
               "rack-block4)",
               rack.name, rack.block4.to_string(), rack.hosts.size(), nic_total);
-      continue;
+      fits = false;
     }
+    if (rack.hosts.size() + 1 > quarter6 || nic_total > size6 - quarter6) {
+      problem(rack_xml_[static_cast<int>(r)],
+              "rack '{}' block6 {} is too small for {} hosts with {} NICs (use a larger block6 or "
+              "rack-block6)",
+              rack.name, rack.block6.to_string(), rack.hosts.size(), nic_total);
+      fits = false;
+    }
+    if (!fits) continue;
     std::map<std::string, std::string> taken;  // address → host
-    uint64_t next_nic = quarter;
+    uint64_t next_nic = quarter, next_nic6 = quarter6;
     for (size_t j = 0; j < rack.hosts.size(); ++j) {
       Node& host = topo_.nodes[rack.hosts[j]];
       auto [t4, t6] = explicit_task_[rack.hosts[j]];
@@ -691,8 +728,9 @@ void Loader::assign_addresses() {
                 host.job->task_ip6.to_string(), host.name, rack.block6.to_string());
       for (auto& nic : host.nics) {
         nic.job_addr4 = {nth(rack.block4, next_nic), 32};
-        nic.job_addr6 = {nth(rack.block6, next_nic), 128};
+        nic.job_addr6 = {nth(rack.block6, next_nic6), 128};
         ++next_nic;
+        ++next_nic6;
       }
       if (host.asn == 0) host.asn = 4200000000u + static_cast<uint32_t>(rack.hosts[j]);
     }
@@ -713,6 +751,48 @@ void Loader::assign_addresses() {
       }
     }
   }
+  if (problems_.empty()) check_plan();
+}
+
+// Every address of the plan, each once: a rack block given by hand, a task
+// IP given by hand or a pool laid over another must not make two interfaces
+// (or a task IP and an interface) share an address.
+void Loader::check_plan() {
+  std::map<std::string, std::string> owner;  // address → what holds it
+  auto claim = [&](const std::string& addr, const std::string& what, int line) {
+    auto [it, fresh] = owner.emplace(addr, what);
+    if (!fresh)
+      problems_.push_back(fmt::format("{}:{}: address {} of {} is also {}", file_, line, addr, what, it->second));
+  };
+  for (const auto& l : topo_.links) {
+    const std::string an = topo_.nodes[l.a.node].name + ":" + l.a.ifname;
+    const std::string bn = topo_.nodes[l.b.node].name + ":" + l.b.ifname;
+    claim(l.a.addr4.addr.to_string(), an, l.loc.line);
+    claim(l.b.addr4.addr.to_string(), bn, l.loc.line);
+    claim(l.a.addr6.addr.to_string(), an, l.loc.line);
+    claim(l.b.addr6.addr.to_string(), bn, l.loc.line);
+  }
+  for (const auto& n : topo_.nodes) {
+    if (n.kind == NodeKind::spine || n.kind == NodeKind::rack_switch) {
+      claim(n.router_id.to_string(), "the router id of " + n.name, n.loc.line);
+      claim(n.loopback6.to_string(), "the loopback of " + n.name, n.loc.line);
+    }
+    for (const auto& nic : n.nics) {
+      std::string k = std::to_string(nic.index);
+      claim(nic.host_side4.addr.to_string(), n.name + ":jnic" + k, n.loc.line);
+      claim(nic.cont_side4.addr.to_string(), n.name + " job:eth" + k, n.loc.line);
+      claim(nic.host_side6.addr.to_string(), n.name + ":jnic" + k, n.loc.line);
+      claim(nic.cont_side6.addr.to_string(), n.name + " job:eth" + k, n.loc.line);
+      if (n.job) {
+        claim(nic.job_addr4.addr.to_string(), "the NIC " + k + " address of " + n.name + "'s job", n.loc.line);
+        claim(nic.job_addr6.addr.to_string(), "the NIC " + k + " address of " + n.name + "'s job", n.loc.line);
+      }
+    }
+    if (n.job) {
+      claim(n.job->task_ip4.to_string(), "the task IP of " + n.name, n.loc.line);
+      claim(n.job->task_ip6.to_string(), "the task IP of " + n.name, n.loc.line);
+    }
+  }
 }
 
 }  // namespace
@@ -723,7 +803,7 @@ InputError::InputError(std::vector<std::string> problems)
 bool parse_rate(const std::string& text, uint64_t& bps) {
   std::string s;
   for (char c : text) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s == "off" || s == "0") {
+  if (s == "off") {
     bps = 0;
     return true;
   }
@@ -764,11 +844,7 @@ Topology load_topology_text(const std::string& text, const std::string& file) {
 }
 
 Topology load_topology(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError({fmt::format("{}: cannot read the topology file", path)});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return load_topology_text(ss.str(), path);
+  return load_topology_text(read_input_file(path, "topology file"), path);
 }
 
 }  // namespace lanes::testbed

@@ -1,5 +1,8 @@
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 #include <set>
+#include <unistd.h>
 
 #include "lanes/testbed/graph.hpp"
 #include "lanes/testbed/run_registry.hpp"
@@ -167,8 +170,31 @@ TEST_CASE("bad topologies are reported as file:line: message", "[unit]") {
        6, "connects switches and spines only"},
       {"link to nowhere", "<topology>\n<spine name='s'/>\n<link a='s' b='zz'/>\n</topology>", 3, "b=\"zz\": no such node"},
       {"overlapping rack blocks",
-       "<topology>\n<rack name='a' block4='198.19.0.0/22'/>\n<rack name='b' block4='198.19.0.0/23'/>\n</topology>", 3,
+       "<topology>\n<rack name='a' block4='198.19.0.0/22'><host name='h'/></rack>\n"
+       "<rack name='b' block4='198.19.0.0/23'><host name='g'/></rack>\n</topology>", 3,
        "overlaps rack 'a'"},
+      {"empty rack", "<topology>\n<rack name='r'/>\n</topology>", 2, "rack 'r' has no <host>"},
+      {"rack with only a server", "<topology>\n<rack name='r'>\n<server name='s'/>\n</rack>\n</topology>", 2,
+       "rack 'r' has no <host>"},
+      {"spine with no link",
+       "<topology>\n<spine name='s'/>\n<spine name='t'/>\n<rack name='r'>\n<host name='h'/>\n</rack>\n"
+       "<link a='s' b='r-tor'/>\n</topology>",
+       3, "spine 't' has no <link>"},
+      {"rack switch with no spine link",
+       "<topology>\n<spine name='s'/>\n<rack name='a'>\n<host name='h'/>\n</rack>\n<rack name='b'>\n<host name='g'/>\n"
+       "</rack>\n<link a='s' b='a-tor'/>\n</topology>",
+       6, "rack switch 'b-tor' has no <link> to a spine"},
+      {"attribute given twice", "<topology>\n<rack name='r'>\n<host name='h' name='g'/>\n</rack>\n</topology>", 3,
+       "attribute 'name' is given twice"},
+      {"two root elements", "<topology>\n<rack name='r'><host name='h'/></rack>\n</topology>\n<topology/>", 4,
+       "a second root element"},
+      {"rate zero", "<topology>\n<rack name='r'>\n<host name='h' rate='0'/>\n</rack>\n</topology>", 3,
+       "rate=\"0\": expected a rate such as 500mbit, 1gbit or off"},
+      {"a problem inside a rack without a name", "<topology>\n<rack>\n<host name='h' count='0'/>\n</rack>\n</topology>", 3,
+       "count=\"0\""},
+      {"rack-block6 too small for the NIC addresses",
+       "<topology>\n<addressing rack-block6='120'/>\n<rack name='r'>\n<host name='h' count='64'/>\n</rack>\n</topology>",
+       3, "block6 2001:2:0:100::/120 is too small for 64 hosts with 256 NICs"},
       {"rack too small", "<topology>\n<rack name='r' block4='198.19.0.0/28'>\n<host name='h' count='8'/>\n</rack>\n</topology>",
        2, "too small"},
       {"bad name", "<topology>\n<rack name='r'>\n<host name='h 1'/>\n</rack>\n</topology>", 3, "names are 1-24 characters"},
@@ -192,6 +218,51 @@ TEST_CASE("bad topologies are reported as file:line: message", "[unit]") {
       CHECK(found);
     }
   }
+}
+
+TEST_CASE("a small rack-block6 keeps every job address inside its own block and apart from the task IPs", "[unit]") {
+  // /120 holds 256 addresses: task IPs in its first quarter, NIC addresses in
+  // the rest (before, NIC addresses took the IPv4 offset, outside the /120,
+  // and one host's NIC address was another host's task IP)
+  auto t = load_topology_text(
+      "<topology>\n<addressing rack-block6='120'/>\n<rack name='r'>\n<host name='h' count='8'/>\n</rack>\n</topology>",
+      "small6.xml");
+  const Rack& r = t.racks.at(0);
+  std::set<std::string> seen;
+  for (int h : r.hosts) {
+    const Node& n = t.nodes[h];
+    CHECK(contains(r.block6, n.job->task_ip6));
+    CHECK(seen.insert(n.job->task_ip6.to_string()).second);
+    for (const auto& nic : n.nics) {
+      INFO(n.name << " NIC " << nic.index << " " << nic.job_addr6.addr.to_string());
+      CHECK(contains(r.block6, nic.job_addr6.addr));
+      CHECK(contains(r.block4, nic.job_addr4.addr));
+      CHECK(seen.insert(nic.job_addr6.addr.to_string()).second);
+    }
+  }
+}
+
+TEST_CASE("input files: a directory, an endless device and a huge file are refused with a message", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-input-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto msg = [](const std::string& path) {
+    try {
+      load_topology(path);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  CHECK(msg(dir.string()).find("is a directory, not a topology file") != std::string::npos);
+  CHECK(msg("/dev/zero").find("larger than 16 MiB") != std::string::npos);
+  {
+    std::ofstream big(dir / "big.xml");
+    big << "<topology>";
+    big << std::string(17u << 20, ' ');
+  }
+  CHECK(msg((dir / "big.xml").string()).find("larger than 16 MiB") != std::string::npos);
+  CHECK(msg((dir / "missing.xml").string()).find("cannot read the topology file") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("every problem is reported and not just the first", "[unit]") {
