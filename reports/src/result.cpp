@@ -1,5 +1,6 @@
 #include "lanes/reports/result.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -82,21 +83,39 @@ void write_results_json(const RunResult& r, const std::string& path) {
   if (!out) throw std::runtime_error("writing " + path + " failed");
 }
 
+namespace {
+
+// nlohmann's message without its "[json.exception.type_error.302] " tag
+std::string in_words(const json::exception& e) {
+  std::string w = e.what();
+  if (!w.empty() && w[0] == '[') {
+    auto close = w.find("] ");
+    if (close != std::string::npos) w = w.substr(close + 2);
+  }
+  return w;
+}
+
+}  // namespace
+
 RunResult read_results_json(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw std::runtime_error(path + ": is a directory, not a results file");
   std::ifstream in(path);
   if (!in) throw std::runtime_error(path + ": cannot open (lanes run --out DIR writes DIR/results.json)");
   json j;
   try {
     j = json::parse(in);
   } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": not JSON: " + e.what());
+    throw std::runtime_error(path + ": not JSON: " + in_words(e));
   }
-  if (!j.is_object() || j.value("format", "") != "lanes-results/1")
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != "lanes-results/1")
     throw std::runtime_error(path + ": not a lanes results file (no \"format\": \"lanes-results/1\")");
   try {
     return j.get<RunResult>();
   } catch (const json::exception& e) {
-    throw std::runtime_error(path + ": " + e.what());
+    throw std::runtime_error(path + ": a lanes results file this lanes cannot read: a field is missing or has the "
+                             "wrong type (" + in_words(e) + ")");
   }
 }
 

@@ -226,9 +226,26 @@ int cmd_compare(const std::vector<std::string>& args, std::ostream& out, std::os
   return tb::kExitOk;
 }
 
+// lanes validate of a scenario or suite: loaded as lanes run loads it, nothing built
+std::string validate_scenarios(const std::string& path) {
+  auto all = load_scenarios(path);
+  size_t phases = 0, steps = 0;
+  std::string names;
+  for (const auto& sc : all) {
+    phases += sc.phases.size();
+    for (const auto& ph : sc.phases) steps += ph.steps.size();
+    steps += sc.assertions.size();
+    names += (names.empty() ? "" : ", ") + sc.name;
+  }
+  return fmt::format("{} scenario{} ({}), {} phase{}, {} steps", all.size(), all.size() == 1 ? "" : "s", names,
+                     phases, phases == 1 ? "" : "s", steps);
+}
+
 }  // namespace
 
 void register_commands() {
+  tb::register_validator("scenario", validate_scenarios);
+  tb::register_validator("suite", validate_scenarios);
   tb::register_command("run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured",
                        cmd_run);
   tb::register_command("scenarios", "[--json]", "list the shipped scenarios", cmd_scenarios);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "lanes/scenarios/scenario.hpp"
+#include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
 namespace lanes::scenarios {
@@ -22,7 +23,7 @@ using testbed::Topology;
 namespace {
 
 // What an attribute holds; checked at load time.
-enum class Kind { text, name, integer, number, size, duration, boolean, host, server, node, nic, choice, phase, workload, mark, timeref };
+enum class Kind { text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, choice, phase, workload, mark, timeref };
 
 struct Attr {
   const char* name;
@@ -52,19 +53,19 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
       {"workload",
        {{"checkpoint-save",
          {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
-          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
+          {"flows", Kind::count}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
         {"checkpoint-restore",
          {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
-          {"flows", Kind::integer}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
+          {"flows", Kind::count}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
         {"ingest",
-         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::integer},
-          {"requests", Kind::integer}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration},
+         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::count},
+          {"requests", Kind::count}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration},
           {"repeat", Kind::integer}}},
         {"bootstrap",
-         {{"server", Kind::server, true}, {"hosts", Kind::text}, {"workers", Kind::integer}, {"bytes", Kind::size},
+         {{"server", Kind::server, true}, {"hosts", Kind::text}, {"workers", Kind::count}, {"bytes", Kind::size},
           {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
         {"probe",
-         {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::integer}, {"rate", Kind::number},
+         {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::count}, {"rate", Kind::positive},
           {"per-nic", Kind::boolean}}}}},
       {"fault",
        {{"nic-down", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
@@ -113,17 +114,23 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
 const std::set<std::string> kLiveAsserts = {"rate-ratio", "healthy-flows-kept", "members", "no-task-routes",
                                             "hijack-rejected"};
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError({fmt::format("{}: cannot read: {}", path, std::strerror(errno))});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+std::string read_text(const std::string& path, const std::string& what = "scenario file") {
+  return testbed::read_input_file(path, what);
+}
+
+// PATH as one spelling, so that a cycle is found however its includes are written.
+std::string same_file_key(const std::string& path) {
+  std::error_code ec;
+  auto c = std::filesystem::weakly_canonical(path, ec);
+  return ec ? std::filesystem::path(path).lexically_normal().string() : c.string();
 }
 
 class Loader {
  public:
-  Loader(std::string text, std::string file) : text_(std::move(text)), file_(std::move(file)) {
+  // CHAIN: the files that include this one, outermost first (for cycles).
+  Loader(std::string text, std::string file, std::vector<std::string> chain = {})
+      : text_(std::move(text)), file_(std::move(file)), chain_(std::move(chain)) {
+    chain_.push_back(same_file_key(file_));
     for (size_t i = 0; i < text_.size(); ++i)
       if (text_[i] == '\n') newlines_.push_back(static_cast<ptrdiff_t>(i));
   }
@@ -133,6 +140,7 @@ class Loader {
     auto res = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
     if (!res) throw InputError({fmt::format("{}:{}: not well-formed XML: {}", file_, line_of(res.offset),
                                             res.description())});
+    for (auto& p : testbed::xml_shape_problems(doc, text_, file_)) problems_.push_back(std::move(p));
     auto root = doc.document_element();
     std::vector<Scenario> out;
     if (std::string(root.name()) == "suite") {
@@ -150,9 +158,28 @@ class Loader {
           continue;
         }
         std::string path = relative(f);
+        std::string key = same_file_key(path);
+        if (std::find(chain_.begin(), chain_.end(), key) != chain_.end()) {
+          std::string cycle;
+          for (auto it = std::find(chain_.begin(), chain_.end(), key); it != chain_.end(); ++it)
+            cycle += std::filesystem::path(*it).filename().string() + " -> ";
+          problem(c, "<include file=\"{}\">: an include cycle ({}{})", f, cycle,
+                  std::filesystem::path(key).filename().string());
+          continue;
+        }
+        std::string text;
         try {
-          for (auto& s : Loader(read_text(path), path).load()) out.push_back(std::move(s));
+          text = read_text(path, "scenario or suite file");
         } catch (const InputError& e) {
+          // where the user wrote the include
+          problem(c, "<include file=\"{}\">: {}", f, e.problems().empty() ? e.what() : e.problems()[0]);
+          continue;
+        }
+        try {
+          for (auto& s : Loader(std::move(text), path, chain_).load()) out.push_back(std::move(s));
+        } catch (const InputError& e) {
+          problem(c, "<include file=\"{}\">: the included file has {} problem{} (below)", f, e.problems().size(),
+                  e.problems().size() == 1 ? "" : "s");
           for (const auto& p : e.problems()) problems_.push_back(p);
         }
       }
@@ -270,11 +297,21 @@ class Loader {
         problem(topo_el, "<topology> needs file=\"...\" (a topology file, relative to this scenario)");
       } else {
         sc.topology_file = relative(f);
+        bool readable = false;
         try {
-          topo_text = read_text(sc.topology_file);
-          base_topo = testbed::load_topology_text(topo_text, sc.topology_file);
+          topo_text = read_text(sc.topology_file, "topology file");
+          readable = true;
         } catch (const InputError& e) {
-          for (const auto& p : e.problems()) problems_.push_back(p);
+          problem(topo_el, "<topology file=\"{}\">: {}", f, e.problems().empty() ? e.what() : e.problems()[0]);
+        }
+        if (readable) {
+          try {
+            base_topo = testbed::load_topology_text(topo_text, sc.topology_file);
+          } catch (const InputError& e) {
+            problem(topo_el, "<topology file=\"{}\">: the topology has {} problem{} (below)", f,
+                    e.problems().size(), e.problems().size() == 1 ? "" : "s");
+            for (const auto& p : e.problems()) problems_.push_back(p);
+          }
         }
       }
       base = overrides_of(topo_el, {});
@@ -387,6 +424,18 @@ class Loader {
       if (!check_value(n, a, s, topo, phase, workloads, marks, workloads_of, phases, st)) ok = false;
       st.attrs[a.name] = s;
     }
+    if (ok && st.has("min") && st.has("max")) {
+      // numbers, or durations (blackout): compare what they mean
+      auto value = [&](const std::string& k) {
+        std::chrono::milliseconds d{};
+        if (parse_duration(st.str(k), d)) return static_cast<double>(d.count());
+        return std::stod(st.str(k));
+      };
+      if (value("min") > value("max")) {
+        problem(n, "min=\"{}\" is above max=\"{}\": nothing could pass", st.str("min"), st.str("max"));
+        ok = false;
+      }
+    }
     if (st.element == "wait" && st.has("workload") == (st.str("condition") == "members")) {
       problem(n, "<wait> takes either workload=\"...\" or condition=\"members\" host=\"...\" count=\"...\"");
       ok = false;
@@ -465,11 +514,23 @@ class Loader {
         }
         return true;
       }
-      case Kind::number: {
+      case Kind::count: {
+        try {
+          size_t used = 0;
+          long v = std::stol(s, &used);
+          if (used != s.size() || v < 1 || v > 1'000'000) return bad("expected a whole number from 1 to 1000000");
+        } catch (const std::exception&) {
+          return bad("expected a whole number from 1 to 1000000");
+        }
+        return true;
+      }
+      case Kind::number:
+      case Kind::positive: {
         try {
           size_t used = 0;
           double v = std::stod(s, &used);
           if (used != s.size() || !std::isfinite(v)) return bad("expected a number");
+          if (a.kind == Kind::positive && v <= 0) return bad("expected a number above 0");
         } catch (const std::exception&) {
           return bad("expected a number");
         }
@@ -542,6 +603,7 @@ class Loader {
 
   std::string text_;
   std::string file_;
+  std::vector<std::string> chain_;
   std::vector<ptrdiff_t> newlines_;
   std::vector<std::string> problems_;
 };

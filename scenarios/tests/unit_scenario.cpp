@@ -288,3 +288,94 @@ TEST_CASE("lanes run rejects bad input with exit 2 before anything is built", "[
   CHECK(run_lanes({"compare", dir.string()}).status == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("include cycles, missing includes and impossible values are reported at their line", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-includes-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream((dir / name).string()) << text;
+    return (dir / name).string();
+  };
+  auto problems = [](const std::string& path) {
+    try {
+      load_scenarios(path);
+    } catch (const InputError& e) {
+      return e.problems();
+    }
+    return std::vector<std::string>{};
+  };
+  // a suite that includes itself, and two that include each other: before, a segfault
+  std::string self = write("self.xml", "<suite name=\"s\">\n  <include file=\"self.xml\"/>\n</suite>\n");
+  CHECK(has(problems(self), self + ":2: <include file=\"self.xml\">: an include cycle (self.xml -> self.xml)"));
+  std::string a = write("a.xml", "<suite name=\"a\">\n  <include file=\"b.xml\"/>\n</suite>\n");
+  std::string b = write("b.xml", "<suite name=\"b\">\n\n  <include file=\"./a.xml\"/>\n</suite>\n");
+  auto pa = problems(a);
+  CHECK(has(pa, a + ":2: <include file=\"b.xml\">: the included file has 1 problem"));
+  CHECK(has(pa, b + ":3: <include file=\"./a.xml\">: an include cycle (a.xml -> b.xml -> a.xml)"));
+  // a missing included file, at the line that names it
+  std::string m = write("m.xml", "<suite name=\"m\">\n\n  <include file=\"nope.xml\"/>\n</suite>\n");
+  CHECK(has(problems(m), m + ":3: <include file=\"nope.xml\">:"));
+  std::string d = write("d.xml", "<suite name=\"d\">\n  <include file=\".\"/>\n</suite>\n");
+  CHECK(has(problems(d), d + ":2: <include file=\".\">: ") );
+  CHECK(has(problems(d), "is a directory"));
+  std::filesystem::remove_all(dir);
+
+  auto p = problems_of(
+      "<scenario name=\"x\">\n<topology file=\"../topologies/laptop.xml\"/>\n<phase name=\"p\">\n"
+      "<workload name=\"w\" type=\"checkpoint-save\" host=\"h1\" server=\"storage\" bytes=\"1M\" flows=\"0\"/>\n"
+      "<workload name=\"i\" type=\"ingest\" host=\"h1\" server=\"storage\" conns=\"0\" requests=\"0\"/>\n"
+      "<workload name=\"b\" type=\"bootstrap\" server=\"storage\" workers=\"0\"/>\n"
+      "<workload name=\"q\" type=\"probe\" from=\"h1\" to=\"storage\" paths=\"0\" rate=\"0\"/>\n"
+      "</phase>\n"
+      "<assert type=\"throughput-ratio\" workload=\"w\" phase=\"p\" baseline=\"p\" min=\"4\" max=\"3\"/>\n"
+      "<assert type=\"blackout\" workload=\"q\" phase=\"p\" min=\"2s\" max=\"500ms\"/>\n"
+      "<assert type=\"nic-share\" workload=\"w\" phase=\"p\" name=\"a\" name=\"b\"/>\n"
+      "</scenario>");
+  CHECK(has(p, kFile + ":4: flows=\"0\": expected a whole number from 1"));
+  CHECK(has(p, kFile + ":5: conns=\"0\""));
+  CHECK(has(p, kFile + ":5: requests=\"0\""));
+  CHECK(has(p, kFile + ":6: workers=\"0\""));
+  CHECK(has(p, kFile + ":7: paths=\"0\""));
+  CHECK(has(p, kFile + ":7: rate=\"0\": expected a number above 0"));
+  CHECK(has(p, kFile + ":9: min=\"4\" is above max=\"3\""));
+  CHECK(has(p, kFile + ":10: min=\"2s\" is above max=\"500ms\""));
+  CHECK(has(p, kFile + ":11: <assert>: attribute 'name' is given twice"));
+  CHECK(has(problems_of("<scenario name=\"x\"/>\n<scenario name=\"y\"/>"), kFile + ":2: a second root element"));
+}
+
+TEST_CASE("lanes validate checks scenarios and suites, and bad command-line values are exit 2", "[unit]") {
+  auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
+  INFO(ok.err);
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("qualify.xml: ok, 9 scenarios") != std::string::npos);
+  CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string bad = (dir / "bad.xml").string();
+  std::ofstream(bad) << "<scenario name=\"x\">\n<topology file=\"" << LANES_SOURCE_DIR
+                     << "/topologies/laptop.xml\"/>\n<phase name=\"a\">\n<sleep duration=\"forever\"/>\n</phase>\n</scenario>\n";
+  auto r = run_lanes({"validate", bad});
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());  // no "ok" before the problem
+  CHECK(r.err.find(bad + ":4: duration=\"forever\"") != std::string::npos);
+  auto zero = run_lanes({"validate", "/dev/zero"});
+  CHECK(zero.status == 2);
+  CHECK(zero.err.find("larger than 16 MiB") != std::string::npos);
+  auto seed = run_lanes({"run", bad, "--seed", "-5"});
+  CHECK(seed.status == 2);
+  CHECK(seed.err.find("--seed -5") != std::string::npos);
+  CHECK(run_lanes({"run", bad, "--run-id", ""}).status == 2);
+  CHECK(run_lanes({"run", bad, "--run-id", "waytoolong"}).status == 2);
+  CHECK(run_lanes({"up", kDir + "/../topologies/laptop.xml", "--run-id", ""}).status == 2);
+  CHECK(run_lanes({"status", "../.."}).status == 2);
+  CHECK(run_lanes({"exec", "../..", "h1", "--", "true"}).status == 2);
+  CHECK(run_lanes({"down", "../.."}).status == 2);
+  // a results.json that is not one is said in words
+  std::filesystem::create_directories(dir / "r");
+  std::ofstream((dir / "r" / "results.json").string()) << "{\"format\":\"lanes-results/1\",\"scenarios\":\"x\"}";
+  auto rep = run_lanes({"report", (dir / "r").string()});
+  CHECK(rep.status == 2);
+  CHECK(rep.err.find("a field is missing or has the wrong type") != std::string::npos);
+  CHECK(rep.err.find("json.exception") == std::string::npos);
+  std::filesystem::remove_all(dir);
+}

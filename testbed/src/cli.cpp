@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <pugixml.hpp>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -18,6 +19,7 @@
 #include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/graph.hpp"
+#include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/log.hpp"
@@ -101,19 +103,38 @@ std::string summary_of(const Topology& t) {
                      t.count(NodeKind::server) == 1 ? "" : "s", t.links.size());
 }
 
+std::map<std::string, ValidatorFn>& validators() {
+  static std::map<std::string, ValidatorFn> v;
+  return v;
+}
+
+// The name of the root element of the XML in TEXT, or "" if there is none.
+std::string root_element_of(const std::string& text) {
+  pugi::xml_document doc;
+  doc.load_buffer(text.data(), text.size());
+  return doc.document_element().name();
+}
+
 int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::vector<std::string> files;
-  desc.add_options()("file", po::value(&files)->required(), "topology file(s)");
+  desc.add_options()("file", po::value(&files)->required(), "topology, scenario or suite file(s)");
   po::positional_options_description pos;
   pos.add("file", -1);
   po::variables_map vm;
-  if (!parse(args, cmd_named("validate"), desc, pos, vm, out)) return kOk;
+  if (!parse(args, cmd_named("validate"), desc, pos, vm, out,
+             "Checks each file as lanes would load it and builds nothing: a topology (its address\n"
+             "plan too), a scenario (with its topology and every phase's overrides) or a suite\n"
+             "(with every scenario it includes). Problems are printed as file:line: message."))
+    return kOk;
   int rc = kOk;
   for (const auto& f : files) {
     try {
-      auto t = load_topology(f);
-      out << f << ": ok, " << summary_of(t) << "\n";
+      std::string root = root_element_of(read_input_file(f, "topology, scenario or suite file"));
+      auto v = validators().find(root);
+      // the summary first: a problem is thrown before anything is printed
+      std::string summary = v != validators().end() ? v->second(f) : summary_of(load_topology(f));
+      out << f << ": ok, " << summary << "\n";
     } catch (const InputError& e) {
       err << e.what() << "\n";
       rc = kBadInput;
@@ -157,8 +178,8 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return kOk;
   Topology topo = load_topology(file);  // bad input: exit 2, nothing created
   RunRegistry reg;
-  if (!run_id.empty() && !RunRegistry::valid_id(run_id))
-    throw UsageError(fmt::format("--run-id {}: use 1-8 characters of a-z and 0-9", run_id));
+  if (vm.count("run-id") && !RunRegistry::valid_id(run_id))
+    throw UsageError(fmt::format("--run-id '{}': use 1-8 characters of a-z and 0-9", run_id));
   if (!have_privileges(err, "up")) return kFailure;
   if (run_id.empty()) run_id = reg.new_id();
   if (reg.exists(run_id) || !list_netns(RunRegistry::netns_prefix(run_id)).empty()) {
@@ -789,7 +810,7 @@ int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::
 }
 
 const std::vector<Command> kBuiltins = {
-    {"validate", "FILE...", "check topology files and summarise them", cmd_validate},
+    {"validate", "FILE...", "check topology, scenario and suite files (nothing is built)", cmd_validate},
     {"up", "FILE [--run-id ID] [--json]", "build a topology and leave it running", cmd_up},
     {"status", "[RUN] [--json]", "list runs, or show one run's nodes and interfaces", cmd_status},
     {"exec", "RUN NODE -- CMD...", "run a command inside a node's namespace", cmd_exec},
@@ -836,6 +857,8 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& run
                                   int netns_fd) {
   return switch_status(reg, run_id, node, netns_fd);
 }
+
+void register_validator(const char* root, ValidatorFn fn) { validators()[root] = fn; }
 
 void register_command(const char* name, const char* args, const char* summary, CommandFn fn) {
   registered().push_back({name, args, summary, fn});

@@ -21,6 +21,12 @@ using CommandFn = int (*)(const std::vector<std::string>& args, std::ostream& ou
 // Adds a command to `lanes --help` and the dispatcher (call before run_cli).
 void register_command(const char* name, const char* args, const char* summary, CommandFn fn);
 
+// `lanes validate` of a file whose root element is ROOT (e.g. "scenario"):
+// returns a one-line summary or throws InputError. Modules testbed cannot
+// depend on register theirs; topologies are testbed's own.
+using ValidatorFn = std::string (*)(const std::string& path);
+void register_validator(const char* root, ValidatorFn fn);
+
 // A usage problem on the command line: printed with the command's usage, exit 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
