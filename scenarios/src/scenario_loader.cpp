@@ -344,6 +344,7 @@ class Loader {
           }
         }
         std::set<std::string> workloads, marks = {"start"};
+        probes_.clear();
         for (auto s : c.children()) {
           if (s.type() != pugi::node_element) continue;
           auto st = step(s, base_topo ? &ph.topology : nullptr, ph.name, workloads, marks, true, workloads_of,
@@ -435,6 +436,12 @@ class Loader {
         problem(n, "min=\"{}\" is above max=\"{}\": nothing could pass", st.str("min"), st.str("max"));
         ok = false;
       }
+    }
+    if (st.element == "workload" && st.type == "probe") probes_.insert(st.str("name"));
+    if (st.element == "wait" && st.has("workload") && probes_.count(st.str("workload"))) {
+      problem(n, "probe '{}' runs until <stop workload=\"{}\"/> or the end of the phase: it cannot be waited for",
+              st.str("workload"), st.str("workload"));
+      ok = false;
     }
     if (st.element == "wait" && st.has("workload") == (st.str("condition") == "members")) {
       problem(n, "<wait> takes either workload=\"...\" or condition=\"members\" host=\"...\" count=\"...\"");
@@ -604,6 +611,7 @@ class Loader {
   std::string text_;
   std::string file_;
   std::vector<std::string> chain_;
+  std::set<std::string> probes_;  // the probe workloads of the phase being read
   std::vector<ptrdiff_t> newlines_;
   std::vector<std::string> problems_;
 };

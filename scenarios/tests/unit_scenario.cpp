@@ -341,6 +341,10 @@ TEST_CASE("include cycles, missing includes and impossible values are reported a
   CHECK(has(p, kFile + ":10: min=\"2s\" is above max=\"500ms\""));
   CHECK(has(p, kFile + ":11: <assert>: attribute 'name' is given twice"));
   CHECK(has(problems_of("<scenario name=\"x\"/>\n<scenario name=\"y\"/>"), kFile + ":2: a second root element"));
+  CHECK(has(problems_of("<scenario name=\"x\">\n<topology file=\"../topologies/laptop.xml\"/>\n<phase name=\"p\">\n"
+                        "<workload name=\"q\" type=\"probe\" from=\"h1\" to=\"storage\"/>\n<wait workload=\"q\"/>\n"
+                        "</phase>\n</scenario>"),
+            kFile + ":5: probe 'q' runs until <stop workload=\"q\"/>"));
 }
 
 TEST_CASE("lanes validate checks scenarios and suites, and bad command-line values are exit 2", "[unit]") {
