@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "lanes/testbed/log.hpp"
+#include "lanes/testbed/neighbors.hpp"
 #include "lanes/testbed/netns.hpp"
 
 namespace lanes::hostnet {
@@ -82,6 +83,16 @@ nlohmann::json host_agent_config(const Topology& t, int host, const std::string&
           {"nics", nics}};
 }
 
+std::vector<ContainerNeighbor> container_neighbors(const Topology& t, int host, int nic) {
+  const Nic& n = t.nodes.at(static_cast<size_t>(host)).nics.at(static_cast<size_t>(nic));
+  MacAddr hm = container_link_mac(host, nic, 0), cm = container_link_mac(host, nic, 1);
+  std::string jn = host_side_ifname(nic), cn = container_ifname(nic);
+  return {{false, jn, n.cont_side4.addr.to_string(), cm},
+          {false, jn, n.cont_side6.addr.to_string(), cm},
+          {true, cn, n.host_side4.addr.to_string(), hm},
+          {true, cn, n.host_side6.addr.to_string(), hm}};
+}
+
 Status deploy_host(DeployContext& ctx, int host) {
   Testbed& tb = ctx.tb;
   const Topology& t = tb.topology();
@@ -113,8 +124,9 @@ Status deploy_host(DeployContext& ctx, int host) {
     int hi = kFirstIfindex + nic.index, ci = kFirstIfindex + 100 + nic.index;
     std::string jn = host_side_ifname(nic.index), cn = container_ifname(nic.index);
     // netkit (L3) where the kernel has it, a veth pair otherwise
+    MacAddr hm = container_link_mac(host, nic.index, 0), cm = container_link_mac(host, nic.index, 1);
     auto made = ctx.features.netkit ? hnl.create_netkit(jn, hi, cn, ci, cns.value().fd(), cname)
-                                    : hnl.create_veth(jn, hi, cn, ci, cns.value().fd(), cname);
+                                    : hnl.create_veth(jn, hi, cn, ci, cns.value().fd(), cname, true, &hm, &cm);
     if (!made) return made;
     if (auto st = cnl.set_link_up(ci, true, cn); !st) return st;
     if (auto st = hnl.add_address(hi, nic.host_side4, jn); !st) return st;
@@ -123,6 +135,12 @@ Status deploy_host(DeployContext& ctx, int host) {
     if (auto st = cnl.add_address(ci, nic.cont_side6, cn); !st) return st;
     if (auto st = cnl.add_address(ci, nic.job_addr4, cn); !st) return st;
     if (auto st = cnl.add_address(ci, nic.job_addr6, cn); !st) return st;
+    // permanent neighbours both ways (netkit in L3 mode has no link layer)
+    if (!ctx.features.netkit)
+      for (const auto& e : container_neighbors(t, host, nic.index)) {
+        Netlink& nl = e.in_container ? cnl : hnl;
+        if (auto st = nl.add_neighbor(e.in_container ? ci : hi, e.ip, e.mac, e.ifname); !st) return st;
+      }
     jidx.push_back(hi);
     cidx.push_back(ci);
   }

@@ -11,6 +11,7 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
+#include <netlink/route/neighbour.h>
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/route.h>
@@ -44,6 +45,7 @@ void link_put(rtnl_link* l) { rtnl_link_put(l); }
 void addr_put(rtnl_addr* a) { rtnl_addr_put(a); }
 void qdisc_put(rtnl_qdisc* q) { rtnl_qdisc_put(q); }
 void nladdr_put(nl_addr* a) { nl_addr_put(a); }
+void neigh_put(rtnl_neigh* n) { rtnl_neigh_put(n); }
 void msg_free(nl_msg* m) { nlmsg_free(m); }
 
 using Msg = NlPtr<nl_msg, msg_free>;
@@ -130,8 +132,13 @@ Status Netlink::send_raw(void* m, const std::string& what) {
   return {};
 }
 
+std::string to_string(const MacAddr& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
 Status Netlink::create_veth(const std::string& name, int index, const std::string& peer,
-                            int peer_index, int peer_ns_fd, const std::string& peer_ns, bool up) {
+                            int peer_index, int peer_ns_fd, const std::string& peer_ns, bool up,
+                            const MacAddr* mac, const MacAddr* peer_mac) {
   std::string what = "creating veth " + name + " in " + ns_ + " with peer " + peer +
                      (peer_ns.empty() ? "" : " in " + peer_ns);
   rtnl_link* link = rtnl_link_veth_alloc();
@@ -142,6 +149,23 @@ Status Netlink::create_veth(const std::string& name, int index, const std::strin
   if (index > 0) rtnl_link_set_ifindex(link, index);
   if (peer_index > 0) rtnl_link_set_ifindex(p, peer_index);
   if (peer_ns_fd >= 0) rtnl_link_set_ns_fd(p, peer_ns_fd);
+  NlPtr<nl_addr, nladdr_put> lladdr, peer_lladdr;
+  if (mac) {
+    lladdr.reset(nl_addr_build(AF_LLC, mac->data(), mac->size()));
+    if (!lladdr) {
+      rtnl_link_veth_release(link);
+      return os_error(ENOMEM, what);
+    }
+    rtnl_link_set_addr(link, lladdr.get());
+  }
+  if (peer_mac) {
+    peer_lladdr.reset(nl_addr_build(AF_LLC, peer_mac->data(), peer_mac->size()));
+    if (!peer_lladdr) {
+      rtnl_link_veth_release(link);
+      return os_error(ENOMEM, what);
+    }
+    rtnl_link_set_addr(p, peer_lladdr.get());
+  }
   // Only this end can come up in the same request: the kernel configures
   // the peer before the pair is joined, and opening it then fails with
   // ENOTCONN. The caller brings the peer up from the peer's namespace.
@@ -304,6 +328,25 @@ Status add_addr(nl_sock* sk, int index, const A& a, int family, const std::strin
   return {};
 }
 }  // namespace
+
+Status Netlink::add_neighbor(int index, const std::string& ip, const MacAddr& mac, const std::string& ifname) {
+  std::string what = "adding permanent neighbour " + ip + " at " + to_string(mac) + " on " + ifname + " in " + ns_;
+  int family = ip.find(':') == std::string::npos ? AF_INET : AF_INET6;
+  auto dst = parse_addr(ip, family);
+  if (!dst) return dst.error();
+  NlPtr<nl_addr, nladdr_put> ll(nl_addr_build(AF_LLC, mac.data(), mac.size()));
+  NlPtr<rtnl_neigh, neigh_put> n(rtnl_neigh_alloc());
+  if (!ll || !n) return os_error(ENOMEM, what);
+  rtnl_neigh_set_ifindex(n.get(), index);
+  rtnl_neigh_set_family(n.get(), family);
+  if (int err = rtnl_neigh_set_dst(n.get(), dst.value().get()); err < 0) return nl_error(err, what);
+  rtnl_neigh_set_lladdr(n.get(), ll.get());
+  rtnl_neigh_set_state(n.get(), NUD_PERMANENT);
+  if (int err = rtnl_neigh_add(sock_.get(), n.get(), NLM_F_CREATE | NLM_F_REPLACE); err < 0)
+    return nl_error(err, what);
+  log::debug("{}: permanent neighbour {} at {} on {}", ns_, ip, to_string(mac), ifname);
+  return {};
+}
 
 Status Netlink::add_address(int index, const IfAddr4& a, const std::string& ifname) {
   return add_addr(sock_.get(), index, a, AF_INET, ifname, ns_);

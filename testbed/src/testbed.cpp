@@ -9,6 +9,7 @@
 
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/log.hpp"
+#include "lanes/testbed/neighbors.hpp"
 #include "lanes/testbed/process.hpp"
 
 namespace lanes::testbed {
@@ -125,7 +126,8 @@ Result<Testbed> Testbed::build(const Topology& topo, const std::string& run_id) 
     int ia = next_index[l.a.node]++;
     int ib = next_index[l.b.node]++;
     auto& nsb = impl->ns[l.b.node];
-    if (auto st = impl->nl[l.a.node].create_veth(l.a.ifname, ia, l.b.ifname, ib, nsb.fd(), nsb.name());
+    MacAddr ma = link_mac(k, 0), mb = link_mac(k, 1);
+    if (auto st = impl->nl[l.a.node].create_veth(l.a.ifname, ia, l.b.ifname, ib, nsb.fd(), nsb.name(), true, &ma, &mb);
         !st)
       return fail(st.error());
     if (auto st = impl->nl[l.b.node].set_link_up(ib, true, l.b.ifname); !st) return fail(st.error());
@@ -144,6 +146,11 @@ Result<Testbed> Testbed::build(const Topology& topo, const std::string& run_id) 
       if (auto st = nl.add_address(idx, ep->addr4, ep->ifname); !st) return fail(st.error());
       if (auto st = nl.add_address(idx, ep->addr6, ep->ifname); !st) return fail(st.error());
     }
+  }
+  // 3b. permanent neighbours on both ends (see neighbors.hpp): no ARP or ND
+  for (const auto& e : link_neighbors(topo)) {
+    int idx = impl->ifindex.at({e.node, e.ifname});
+    if (auto st = impl->nl[e.node].add_neighbor(idx, e.ip, e.mac, e.ifname); !st) return fail(st.error());
   }
   impl->timings.addresses = since(t2);
 

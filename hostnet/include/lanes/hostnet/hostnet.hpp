@@ -28,6 +28,7 @@
 
 #include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/model.hpp"
+#include "lanes/testbed/netlink.hpp"
 
 namespace lanes::hostnet {
 
@@ -40,6 +41,17 @@ std::string container_ifname(int nic);
 // Egress mode actually used for JOB given the kernel's features (bpf modes
 // fall back to ecmp when BPF cannot be loaded).
 testbed::EgressMode effective_mode(testbed::EgressMode wanted, const testbed::KernelFeatures& f, std::string* why);
+
+// The permanent neighbours of the link between HOST and its container for
+// NIC: on the host's jnic<NIC> the container end's addresses, in the
+// container on eth<NIC> the host end's (both families; veth links only).
+struct ContainerNeighbor {
+  bool in_container = false;
+  std::string ifname;
+  std::string ip;
+  testbed::MacAddr mac{};
+};
+std::vector<ContainerNeighbor> container_neighbors(const testbed::Topology& t, int host, int nic);
 
 // Builds the container of HOST: namespace, links, addresses, routes and
 // rules on both sides.

@@ -19,6 +19,10 @@ extern "C" void nl_socket_free(struct nl_sock*);
 
 namespace lanes::testbed {
 
+// An Ethernet address.
+using MacAddr = std::array<uint8_t, 6>;
+std::string to_string(const MacAddr& m);
+
 // The error category of libnl's NLE_* codes.
 const std::error_category& libnl_category();
 
@@ -122,8 +126,15 @@ class Netlink {
   // Creates a veth pair NAME (here, ifindex INDEX, 0 = kernel's choice)
   // and PEER inside namespace PEER_NS_FD (-1 = here). NAME comes up unless
   // UP is false; PEER stays down until set_link_up from its namespace.
+  // MAC and PEER_MAC (null: the kernel's random ones) set the ends' MACs,
+  // so that permanent neighbours can be installed without asking.
   Status create_veth(const std::string& name, int index, const std::string& peer, int peer_index,
-                     int peer_ns_fd, const std::string& peer_ns, bool up = true);
+                     int peer_ns_fd, const std::string& peer_ns, bool up = true, const MacAddr* mac = nullptr,
+                     const MacAddr* peer_mac = nullptr);
+  // A permanent neighbour (NUD_PERMANENT): IP is at MAC on link INDEX.
+  // Permanent entries need no ARP or ND and do not count against the
+  // kernel's neighbour table limit, which every namespace shares.
+  Status add_neighbor(int index, const std::string& ip, const MacAddr& mac, const std::string& ifname);
   // Creates a netkit pair (Linux 6.7+) in L3 mode: NAME here as the
   // primary device, PEER in namespace PEER_NS_FD. NAME comes up; the peer
   // is brought up from its namespace. Built by hand: libnl 3.7 does not
