@@ -25,6 +25,7 @@
 #include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netlink.hpp"
+#include "lanes/vip/dial.hpp"
 #include "lanes/vip/session.hpp"
 
 using namespace lanes::vip;
@@ -40,16 +41,24 @@ struct Nic {
   bool up = true;
 };
 
+// Each connect attempt gives up after this (the kernel alone would wait
+// for its SYN retries, about two minutes).
+constexpr std::chrono::milliseconds kConnectTimeout{1000};
+
 struct Peer {
   std::string local, remote;
   std::vector<int> nics;  // NICs this session announces
   Session session;
-  int fd = -1;
+  int fd = -1;            // the session's socket once connected
   bool connecting = false;
+  Dial dial;              // while connecting: the attempt, which owns its socket
   Clock::time_point next_attempt{};
-  std::chrono::milliseconds backoff{100};
+  // 100 ms doubling to 1 s, each wait up to 25% longer at random
+  DialBackoff backoff;
+  uint64_t attempts = 0, timeouts = 0;
   std::map<int, bool> announced;  // NIC → announced on this session
-  explicit Peer(SessionConfig c) : session(c) {}
+  Peer(SessionConfig c, uint64_t seed)
+      : session(c), backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 0.25, seed) {}
 };
 
 int64_t mono_ms() {
@@ -112,7 +121,7 @@ int main(int argc, char** argv) {
     sc.hold_time = hold;
     sc.add_path_send = add_path;
     inet_pton(AF_INET, s.value("local", "").c_str(), &sc.bgp_id);
-    auto p = std::make_unique<Peer>(sc);
+    auto p = std::make_unique<Peer>(sc, std::random_device{}());
     p->local = s.value("local", "");
     p->remote = s.value("peer", "");
     p->nics = s.value("nics", std::vector<int>{});
@@ -171,9 +180,9 @@ int main(int argc, char** argv) {
       p.fd = -1;
     }
     p.connecting = false;
+    p.dial = Dial();
     p.announced.clear();
-    p.next_attempt = Clock::now() + p.backoff;
-    p.backoff = std::min(p.backoff * 2, std::chrono::milliseconds(1000));
+    p.next_attempt = Clock::now() + p.backoff.next();
     lg::info("{}: session {} -> {} closed: {}", host, p.local, p.remote, why);
   };
   auto announce = [&](Peer& p, const Nic& n, bool withdraw) {
@@ -195,7 +204,7 @@ int main(int argc, char** argv) {
           close_peer(p, a.reason);
           break;
         case Action::Kind::up:
-          p.backoff = std::chrono::milliseconds(100);
+          p.backoff.reset();
           lg::info("{}: session {} -> {} established (hold {} s)", host, p.local, p.remote, p.session.hold_time());
           for (int i : p.nics)
             for (const auto& n : nics)
@@ -215,7 +224,8 @@ int main(int argc, char** argv) {
         if (on) ann.push_back(nic);
       s.push_back({{"local", p->local}, {"peer", p->remote}, {"nics", p->nics}, {"state", to_string(p->session.state())},
                    {"hold_time", p->session.hold_time()}, {"announced_nics", ann},
-                   {"updates_sent", p->session.updates_sent()}, {"last_error", p->session.last_error()}});
+                   {"updates_sent", p->session.updates_sent()}, {"last_error", p->session.last_error()},
+                   {"connect_attempts", p->attempts}, {"connect_timeouts", p->timeouts}});
     }
     nlohmann::json n = nlohmann::json::array();
     for (const auto& x : nics) n.push_back({{"index", x.index}, {"eth", x.eth}, {"up", x.up}});
@@ -229,35 +239,37 @@ int main(int argc, char** argv) {
 
   while (!g_stop) {
     auto now = Clock::now();
-    // connect what is idle and due
+    // connect what is idle and due; give up attempts past their deadline
     for (auto& p : peers) {
-      if (p->fd >= 0 || now < p->next_attempt) continue;
-      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      sockaddr_in la{}, ra{};
-      la.sin_family = ra.sin_family = AF_INET;
-      inet_pton(AF_INET, p->local.c_str(), &la.sin_addr);
-      inet_pton(AF_INET, p->remote.c_str(), &ra.sin_addr);
-      ra.sin_port = htons(179);
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof one);
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&la), sizeof la) != 0 ||
-          (::connect(fd, reinterpret_cast<sockaddr*>(&ra), sizeof ra) != 0 && errno != EINPROGRESS)) {
-        p->session.transport_lost(std::string("connect: ") + std::strerror(errno));
-        ::close(fd);
-        p->next_attempt = now + p->backoff;
-        p->backoff = std::min(p->backoff * 2, std::chrono::milliseconds(1000));
+      if (p->connecting && p->dial.poll(now) == Dial::State::failed) {
+        // closing its socket took it out of the epoll set
+        std::string why = p->dial.error();
+        if (why.find("timed out") != std::string::npos) ++p->timeouts;
+        run(*p, p->session.transport_lost(why));
+        if (p->connecting) close_peer(*p, why);  // unless the session's close did
         continue;
       }
-      p->fd = fd;
+      if (p->connecting || p->fd >= 0 || now < p->next_attempt) continue;
+      ++p->attempts;
+      p->dial = Dial::start(p->local, p->remote, 179, kConnectTimeout, now);
+      if (p->dial.state() == Dial::State::failed) {
+        run(*p, p->session.transport_lost(p->dial.error()));
+        p->next_attempt = now + p->backoff.next();
+        continue;
+      }
       p->connecting = true;
       epoll_event e{};
       e.events = EPOLLIN | EPOLLOUT;
-      e.data.fd = fd;
-      ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+      e.data.fd = p->dial.fd();
+      ::epoll_ctl(ep, EPOLL_CTL_ADD, p->dial.fd(), &e);
     }
     // wait for the next event or timer
     auto deadline = now + std::chrono::milliseconds(200);
-    for (auto& p : peers) deadline = std::min(deadline, p->session.next_deadline());
+    for (auto& p : peers) {
+      deadline = std::min(deadline, p->session.next_deadline());
+      if (p->connecting) deadline = std::min(deadline, p->dial.deadline());
+      else if (p->fd < 0) deadline = std::min(deadline, p->next_attempt);
+    }
     int timeout = static_cast<int>(std::max<int64_t>(
         0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
     epoll_event evs[16];
@@ -281,16 +293,17 @@ int main(int argc, char** argv) {
         continue;
       }
       for (auto& p : peers) {
-        if (p->fd != fd) continue;
+        if ((p->connecting ? p->dial.fd() : p->fd) != fd) continue;
         if (p->connecting && (evs[i].events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-          int soerr = 0;
-          socklen_t sl = sizeof soerr;
-          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-          if (soerr) {
-            run(*p, p->session.transport_lost(std::string("connect: ") + std::strerror(soerr)));
-            if (p->fd >= 0) close_peer(*p, std::strerror(soerr));
+          auto st = p->dial.poll(now);
+          if (st == Dial::State::failed) {
+            std::string why = p->dial.error();
+            run(*p, p->session.transport_lost(why));
+            if (p->connecting) close_peer(*p, why);
             break;
           }
+          if (st == Dial::State::pending) break;
+          p->fd = p->dial.release();  // the session's socket from now on
           p->connecting = false;
           epoll_event e{};
           e.events = EPOLLIN;

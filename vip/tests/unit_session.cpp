@@ -1,8 +1,13 @@
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include "lanes/vip/dial.hpp"
 #include "lanes/vip/session.hpp"
+#include "support.hpp"
 
 using namespace lanes::vip;
 using namespace std::chrono_literals;
@@ -182,4 +187,56 @@ TEST_CASE("session sends ADD-PATH path ids only when the peer receives them", "[
   // nothing is sent before Established
   Session idle(cfg());
   CHECK(idle.send(u).empty());
+}
+
+TEST_CASE("a connect to a peer that never answers gives up at its deadline, and retries spread out", "[unit]") {
+  using namespace std::chrono_literals;
+  // a listener whose accept queue is full drops every further SYN: to the
+  // dialer it is a peer that never answers (the kernel alone would retry
+  // for about two minutes)
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(l >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(l, 0) == 0);
+  socklen_t al = sizeof a;
+  REQUIRE(::getsockname(l, reinterpret_cast<sockaddr*>(&a), &al) == 0);
+  uint16_t port = ntohs(a.sin_port);
+  std::vector<lanes::vip::Dial> fill;
+  // fill the queue: these complete (queue of backlog + 1) and are never accepted
+  for (int i = 0; i < 4; ++i) fill.push_back(lanes::vip::Dial::start("127.0.0.1", "127.0.0.1", port, 10s, lanes::vip::Clock::now()));
+  auto t0 = lanes::vip::Clock::now();
+  auto d = lanes::vip::Dial::start("127.0.0.1", "127.0.0.1", port, 300ms, t0);
+  REQUIRE(d.state() == lanes::vip::Dial::State::pending);
+  // before its deadline the attempt is still pending, whatever the clock says now
+  CHECK(d.poll(t0 + 100ms) == lanes::vip::Dial::State::pending);
+  CHECK(d.fd() >= 0);
+  // at its deadline it fails with a reason, and its socket is closed
+  CHECK(d.poll(t0 + 300ms) == lanes::vip::Dial::State::failed);
+  CHECK(d.error().find("timed out after 0.3 s") != std::string::npos);
+  CHECK(d.fd() == -1);
+  ::close(l);
+
+  // a refused connect fails at once with the kernel's reason
+  auto r = lanes::vip::Dial::start("127.0.0.1", "127.0.0.1", port, 1s, lanes::vip::Clock::now());
+  bool failed = lanes::test::eventually([&] { return r.poll(lanes::vip::Clock::now()) == lanes::vip::Dial::State::failed; }, 2s);
+  CHECK(failed);
+  CHECK(r.error().find("refused") != std::string::npos);
+  CHECK(lanes::vip::Dial::start("127.0.0.1", "not-an-address", 179, 1s, lanes::vip::Clock::now()).state() ==
+        lanes::vip::Dial::State::failed);
+
+  // backoff: 100 ms doubling to 1 s, each up to 25% longer, never in step for two seeds
+  lanes::vip::DialBackoff b1(100ms, 1000ms, 0.25, 1), b2(100ms, 1000ms, 0.25, 2);
+  std::vector<int64_t> w1, w2;
+  for (int i = 0; i < 6; ++i) w1.push_back(b1.next().count()), w2.push_back(b2.next().count());
+  const int64_t base[] = {100, 200, 400, 800, 1000, 1000};
+  for (int i = 0; i < 6; ++i) {
+    CHECK(w1[i] >= base[i]);
+    CHECK(w1[i] <= base[i] * 5 / 4);
+  }
+  CHECK(w1 != w2);
+  b1.reset();
+  CHECK(b1.next().count() <= 125);
 }
