@@ -284,7 +284,19 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
   // daemons the deployers asked for (host agents, injectors)
   std::map<std::string, Netns> other_ns;
   std::vector<std::pair<size_t, std::string>> awaiting;  // managed index, ready file
-  for (const auto& r : read_daemon_requests(reg, run_id)) {
+  auto requests = read_daemon_requests(reg, run_id);
+  // progress for whoever waits on us (start_supervisor): it gives up only
+  // when nothing moves, so a large topology is not cut off by a fixed bound
+  auto last_progress = Clock::now();
+  auto progress = [&](size_t started, size_t ready, bool force = false) {
+    if (!force && Clock::now() - last_progress < std::chrono::milliseconds(250)) return;
+    last_progress = Clock::now();
+    sup["progress"] = {{"started", started}, {"ready", ready}, {"daemons", requests.size()}};
+    write_json_atomic(supervisor_state_path(reg, run_id), sup);
+  };
+  for (const auto& r : requests) {
+    if (stopping()) return fail("stopped while starting the daemons");
+    progress(managed.size(), 0);
     if (!other_ns.count(r.netns)) {
       auto o = Netns::open(r.netns);
       if (!o) return fail(o.error().what());
@@ -305,8 +317,12 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
     if (!r.ready_file.empty()) awaiting.emplace_back(managed.size() - 1, r.ready_file);
   }
   publish();
-  auto ready_deadline = Clock::now() + std::chrono::seconds(20);
+  size_t n_ready = 0;
   for (auto& [i, file] : awaiting) {
+    // 20 s for each daemon after the one before it was ready: they start
+    // together, so this bounds a stuck one without cutting off a large run
+    auto ready_deadline = Clock::now() + std::chrono::seconds(20);
+    progress(awaiting.size(), n_ready++);
     for (;;) {
       bool ready = false;
       try {
@@ -385,7 +401,10 @@ Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string&
   if (!d) return d.error();
   Daemon daemon = std::move(d).value();
   DaemonRecord rec{"supervisor", "", daemon.pid(), process_start_time(daemon.pid()), log_path};
+  // TIMEOUT bounds a supervisor that makes no progress, not the whole start:
+  // each daemon it starts or sees ready moves the deadline
   auto deadline = Clock::now() + timeout;
+  std::string last_progress;
   for (;;) {
     std::ifstream in(supervisor_state_path(reg, run_id));
     if (in) {
@@ -396,6 +415,10 @@ Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string&
           daemon.wait();
           return os_error(EIO, j["error"].get<std::string>());
         }
+        if (auto p = j.value("progress", nlohmann::json()).dump(); p != last_progress) {
+          last_progress = p;
+          deadline = Clock::now() + timeout;
+        }
       } catch (const std::exception&) {
       }
     }
@@ -404,7 +427,8 @@ Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string&
                                        daemon.exit_status().value_or(-1), log_path, tail_of(log_path, 5)));
     if (Clock::now() > deadline) {
       (void)daemon.stop();
-      return os_error(ETIMEDOUT, fmt::format("switches not ready within {} s; see {}", timeout.count(), log_path));
+      return os_error(ETIMEDOUT, fmt::format("the run's daemons made no progress for {} s; see {}", timeout.count(),
+                                             log_path));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
