@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -98,10 +99,14 @@ TEST_CASE("SIGKILL of lanes up, run and down at random moments, then lanes clean
   Outcome out;
   int kills = 0, finished_first = 0;
   // ALL: clean with --all (a killed lanes up may have finished building,
-  // a killed lanes down may not have begun: those runs are up)
-  auto one = [&](const std::string& id, const std::vector<std::string>& argv, double max_s, bool all) {
+  // a killed lanes down may not have begun: those runs are up). MAX_S is
+  // the window of kill moments; a command that finishes inside it narrows
+  // it to how long the command took, so on any machine the kills land
+  // while the command still runs.
+  auto one = [&](const std::string& id, const std::vector<std::string>& argv, double& max_s, bool all) {
     std::uniform_real_distribution<double> at(0.0, max_s);
     double t = at(rng);
+    auto started = std::chrono::steady_clock::now();
     tb::ProcessSpec spec{argv[1], argv};
     spec.env = {{"LANES_STATE_DIR", state}};
     spec.log_path = (root / (id + ".log")).string();
@@ -113,6 +118,7 @@ TEST_CASE("SIGKILL of lanes up, run and down at random moments, then lanes clean
       ++kills;
     } else {
       ++finished_first;
+      max_s = std::min(max_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     }
     d.value().wait();
     // a lanes up that finished left a run up on purpose: take it down as a user would
@@ -139,20 +145,21 @@ TEST_CASE("SIGKILL of lanes up, run and down at random moments, then lanes clean
     int start = kills;
     for (int i = 0; i < 3 * quota && kills - start < quota; ++i, ++commands) attempt(i);
   };
+  double up_window = 1.5, run_window = 8.0, down_window = 0.2;
   until_killed(10, [&](int i) {  // bring-up: namespaces, links, daemons starting
     std::string id = "cu" + std::to_string(i);
-    one(id, {lanes, "up", laptop, "--run-id", id}, 0.9, true);
+    one(id, {lanes, "up", laptop, "--run-id", id}, up_window, true);
   });
   until_killed(10, [&](int i) {  // bring-up, convergence, the workload, the fault, teardown
     std::string id = "cr" + std::to_string(i);
-    one(id + "1", {lanes, "run", scenario, "--run-id", id, "-q", "--out", (root / ("out-" + id)).string()}, 4.5,
-        false);
+    one(id + "1", {lanes, "run", scenario, "--run-id", id, "-q", "--out", (root / ("out-" + id)).string()},
+        run_window, false);
   });
   until_killed(4, [&](int i) {  // teardown by lanes down
     std::string id = "cd" + std::to_string(i);
     auto up = run_command(env + lanes + " up " + laptop + " --run-id " + id);
     REQUIRE(up.status == 0);
-    one(id, {lanes, "down", id}, 0.06, true);
+    one(id, {lanes, "down", id}, down_window, true);
   });
   std::printf("chaos: %d of %d commands killed (%d finished first); cleans failed: %d; objects left: %zu\n", kills,
               commands, finished_first, out.cleans_failed, out.left.size());
