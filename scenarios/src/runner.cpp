@@ -13,6 +13,7 @@
 #include <iostream>
 #include <condition_variable>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -186,18 +187,31 @@ class Sampler {
       step = step_;
       long_step = long_step_;
       elapsed = std::chrono::duration<double>(Clock::now() - step_start_).count();
-      std::string host;
+      // per host its NICs' Gbit/s over the last second; the 8 busiest shown
+      std::vector<std::pair<std::string, std::vector<double>>> hosts;
       for (size_t k = 0; k < nics_.size(); ++k) {
         const auto& t = tx_[k];
         const auto& r = rx_[k];
         if (t.size() < 11) return;
         double g1 = static_cast<double>(t.back() - t[t.size() - 11] + r.back() - r[r.size() - 11]) * 8 / 1e9;
-        if (nics_[k].host_name != host) {
-          host = nics_[k].host_name;
-          rates += " " + host + ":";
-        }
-        rates += fmt::format(" {:.2f}", g1);
+        if (hosts.empty() || hosts.back().first != nics_[k].host_name) hosts.push_back({nics_[k].host_name, {}});
+        hosts.back().second.push_back(g1);
       }
+      constexpr size_t kShown = 8;
+      auto total = [](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0); };
+      std::vector<size_t> order(hosts.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      if (hosts.size() > kShown) {
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t a, size_t b) { return total(hosts[a].second) > total(hosts[b].second); });
+        order.resize(kShown);
+        std::sort(order.begin(), order.end());
+      }
+      for (size_t i : order) {
+        rates += " " + hosts[i].first + ":";
+        for (double rate : hosts[i].second) rates += fmt::format(" {:.2f}", rate);
+      }
+      if (hosts.size() > kShown) rates += fmt::format(" (+{} more hosts)", hosts.size() - kShown);
     }
     if (!long_step || elapsed < 2) return;
     if (tty_) {
@@ -356,11 +370,40 @@ class PhaseRun {
     return b ? b.value() : std::vector<uint32_t>{};
   }
 
+  // The job hosts the phase's steps name (host=, victim=, rogue=, from=,
+  // to=, a bootstrap's hosts= or every job host): only they are sampled,
+  // so a fleet of a thousand hosts is not dumped over netlink ten times a
+  // second for a workload on one of them.
+  std::set<std::string> sampled_hosts() const {
+    std::set<std::string> out;
+    auto job_host = [&](const std::string& h) {
+      int i = topo_.find_node(h);
+      return i >= 0 && topo_.nodes[static_cast<size_t>(i)].kind == tb::NodeKind::host &&
+             topo_.nodes[static_cast<size_t>(i)].job;
+    };
+    for (const auto& st : ph_.steps) {
+      for (const char* k : {"host", "victim", "rogue", "from", "to"})
+        if (st.has(k) && job_host(st.str(k))) out.insert(st.str(k));
+      if (st.element == "workload" && st.type == "bootstrap") {
+        if (st.has("hosts")) {
+          std::stringstream ss(st.str("hosts"));
+          for (std::string h; std::getline(ss, h, ',');)
+            if (job_host(h)) out.insert(h);
+        } else {
+          for (const auto& n : topo_.nodes)
+            if (n.kind == tb::NodeKind::host && n.job) out.insert(n.name);
+        }
+      }
+    }
+    return out;
+  }
+
   void start_sampler() {
     std::vector<Sampler::Nic> nics;
+    auto wanted = sampled_hosts();
     for (size_t i = 0; i < topo_.nodes.size(); ++i) {
       const auto& n = topo_.nodes[i];
-      if (n.kind != tb::NodeKind::host || !n.job) continue;
+      if (n.kind != tb::NodeKind::host || !n.job || !wanted.count(n.name)) continue;
       for (const auto& nic : n.nics)
         nics.push_back({static_cast<int>(i), n.name, nic.index, topo_.links[nic.link].b.ifname,
                         live_->tb().netns(static_cast<int>(i)).fd()});
