@@ -21,6 +21,7 @@
 #include "lanes/testbed/graph.hpp"
 #include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/interrupt.hpp"
+#include "lanes/testbed/limits.hpp"
 #include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/process.hpp"
@@ -133,8 +134,15 @@ int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::o
       std::string root = root_element_of(read_input_file(f, "topology, scenario or suite file"));
       auto v = validators().find(root);
       // the summary first: a problem is thrown before anything is printed
-      std::string summary = v != validators().end() ? v->second(f) : summary_of(load_topology(f));
-      out << f << ": ok, " << summary << "\n";
+      if (v != validators().end()) {
+        std::string summary = v->second(f);
+        out << f << ": ok, " << summary << "\n";
+        continue;
+      }
+      Topology t = load_topology(f);
+      out << f << ": ok, " << summary_of(t) << "\n";
+      for (const auto& w : footprint_warnings(estimate_footprint(t), read_machine_limits()))
+        err << f << ": warning: on this machine " << w << "\n";
     } catch (const InputError& e) {
       err << e.what() << "\n";
       rc = kBadInput;
@@ -177,6 +185,8 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
              "TBF line rates) and leaves it running. 'lanes down RUN' removes it."))
     return kOk;
   Topology topo = load_topology(file);  // bad input: exit 2, nothing created
+  for (const auto& w : footprint_warnings(estimate_footprint(topo), read_machine_limits()))
+    err << "lanes up: warning: " << file << ": on this machine " << w << "\n";
   RunRegistry reg;
   if (vm.count("run-id") && !RunRegistry::valid_id(run_id))
     throw UsageError(fmt::format("--run-id '{}': use 1-8 characters of a-z and 0-9", run_id));
@@ -766,8 +776,11 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
     return kOk;
   if (!have_privileges(err, "features")) return kFailure;
   auto f = probe_kernel_features();
+  auto lim = read_machine_limits();
   if (vm.count("json")) {
-    out << f.to_json().dump(2) << "\n";
+    auto j = f.to_json();
+    j["limits"] = lim.to_json();
+    out << j.dump(2) << "\n";
     return kOk;
   }
   auto yn = [](bool b) { return b ? "yes" : "no"; };
@@ -776,6 +789,13 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
                      f.kernel, yn(f.netkit), yn(f.dummy), yn(f.netem), yn(f.tbf), yn(f.nexthop_objects),
                      yn(f.resilient_groups), f.bpf ? "yes" : "no (" + f.bpf_error + ")");
   if (!f.notes.empty()) out << "notes: " << f.notes << "\n";
+  out << fmt::format("limits that bound a run's size (lanes validate warns when a topology nears one):\n"
+                     "  cpus              {}\n  memory available  {:.1f} GiB (daemons: about 10 MiB per job host, 72 "
+                     "MiB per switch)\n  kernel.pid_max    {}\n  threads-max       {}\n  open files        {} "
+                     "(per daemon; gobgpd holds one per BGP session)\n  neighbour limit   {} (gc_thresh3; lanes' "
+                     "permanent entries do not count)\n",
+                     lim.cpus, static_cast<double>(lim.mem_available) / (1u << 30), lim.pid_max, lim.threads_max,
+                     lim.nofile, lim.gc_thresh3);
   return kOk;
 }
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "lanes/testbed/graph.hpp"
+#include "lanes/testbed/limits.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "support.hpp"
@@ -316,4 +317,35 @@ TEST_CASE("graph output draws every node and link", "[unit]") {
   CHECK(mm.rfind("flowchart TB", 0) == 0);
   CHECK(mm.find("n_spine1 --- n_r1_tor") != std::string::npos);
   CHECK(mm.find("n_r2_tor ---|\"4 x 500mbit\"| n_r2h2") != std::string::npos);
+}
+
+TEST_CASE("a topology's footprint is counted and nearing a machine limit is a warning", "[unit]") {
+  auto rack = load_topology(lanes::test::topology("rack-64.xml"));
+  auto f = estimate_footprint(rack);
+  CHECK(f.job_hosts == 64);
+  CHECK(f.switches == 1);
+  CHECK(f.namespaces == 64 + 64 + 1 + 2);  // hosts, their containers, the switch, two servers
+  CHECK(f.processes == 2 * 64 + 3 + 1);
+  CHECK(f.max_sessions == 256);  // one injector session per host NIC
+  CHECK(f.memory > 64 * 9 * (1u << 20));
+  MachineLimits roomy;
+  roomy.pid_max = 32768;
+  roomy.threads_max = 100000;
+  roomy.nofile = 20000;
+  roomy.mem_available = uint64_t{20} << 30;
+  roomy.cpus = 2;
+  CHECK(footprint_warnings(f, roomy).empty());
+  MachineLimits tight = roomy;
+  tight.mem_available = f.memory;  // all of it: past 80%
+  tight.nofile = 256;              // gobgpd with 256 sessions
+  tight.cpus = 0;
+  auto w = footprint_warnings(f, tight);
+  REQUIRE(w.size() == 2);
+  CHECK(w[0].find("of memory") != std::string::npos);
+  CHECK(w[1].find("256 BGP sessions") != std::string::npos);
+  auto fleet = estimate_footprint(load_topology(lanes::test::topology("fabric-1k.xml")));
+  CHECK(fleet.processes == 2 * 1024 + 3 * 20 + 1);
+  auto fw = footprint_warnings(fleet, roomy);
+  REQUIRE(fw.size() == 1);
+  CHECK(fw[0].find("2109 daemons on 2 CPUs") != std::string::npos);
 }
