@@ -149,22 +149,15 @@ Status Netlink::create_veth(const std::string& name, int index, const std::strin
   if (index > 0) rtnl_link_set_ifindex(link, index);
   if (peer_index > 0) rtnl_link_set_ifindex(p, peer_index);
   if (peer_ns_fd >= 0) rtnl_link_set_ns_fd(p, peer_ns_fd);
-  NlPtr<nl_addr, nladdr_put> lladdr, peer_lladdr;
-  if (mac) {
-    lladdr.reset(nl_addr_build(AF_LLC, mac->data(), mac->size()));
-    if (!lladdr) {
+  // the MACs, where given (the link holds its own reference to each)
+  for (auto [dev, m] : {std::pair{link, mac}, std::pair{p, peer_mac}}) {
+    if (!m) continue;
+    NlPtr<nl_addr, nladdr_put> ll(nl_addr_build(AF_LLC, m->data(), m->size()));
+    if (!ll) {
       rtnl_link_veth_release(link);
       return os_error(ENOMEM, what);
     }
-    rtnl_link_set_addr(link, lladdr.get());
-  }
-  if (peer_mac) {
-    peer_lladdr.reset(nl_addr_build(AF_LLC, peer_mac->data(), peer_mac->size()));
-    if (!peer_lladdr) {
-      rtnl_link_veth_release(link);
-      return os_error(ENOMEM, what);
-    }
-    rtnl_link_set_addr(p, peer_lladdr.get());
+    rtnl_link_set_addr(dev, ll.get());
   }
   // Only this end can come up in the same request: the kernel configures
   // the peer before the pair is joined, and opening it then fails with

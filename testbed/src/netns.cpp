@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "lanes/testbed/log.hpp"
+#include "lanes/testbed/process.hpp"
 
 namespace lanes::testbed {
 namespace {
@@ -175,17 +176,11 @@ std::vector<std::string> list_netns(const std::string& prefix) {
 
 std::vector<pid_t> pids_in_netns(ino_t inode) {
   std::vector<pid_t> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0) continue;
+  for (pid_t pid : list_pids()) {
     struct stat st {};
-    std::string p = std::string("/proc/") + e->d_name + "/ns/net";
-    if (::stat(p.c_str(), &st) == 0 && st.st_ino == inode) out.push_back(static_cast<pid_t>(pid));
+    std::string p = "/proc/" + std::to_string(pid) + "/ns/net";
+    if (::stat(p.c_str(), &st) == 0 && st.st_ino == inode) out.push_back(pid);
   }
-  ::closedir(d);
   return out;
 }
 

@@ -12,6 +12,8 @@
 #include <poll.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
 #include <thread>
 
 #include "lanes/testbed/log.hpp"
@@ -281,6 +283,19 @@ void StreamingChild::kill() {
   if (impl_->child.valid() && impl_->child.running(ec)) impl_->child.terminate(ec);
   if (impl_->child.valid()) impl_->child.wait(ec);
   impl_.reset();
+}
+
+std::vector<pid_t> list_pids() {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end == '\0' && pid > 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
 }
 
 bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace) {

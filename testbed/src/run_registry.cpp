@@ -14,6 +14,7 @@
 
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
 
 namespace lanes::testbed {
 
@@ -324,18 +325,13 @@ bool is_supervisor_of(pid_t pid, uint64_t start_time, const std::string& id, con
 
 std::vector<SupervisorProcess> find_supervisors(const std::string& base) {
   std::vector<SupervisorProcess> out;
-  DIR* d = ::opendir("/proc");
-  if (!d) return out;
-  while (auto* e = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 1 || pid == ::getpid()) continue;
-    uint64_t st = process_start_time(static_cast<pid_t>(pid));
+  for (pid_t pid : list_pids()) {
+    if (pid <= 1 || pid == ::getpid()) continue;
+    uint64_t st = process_start_time(pid);
     if (st == 0) continue;
-    auto a = supervisor_args(static_cast<pid_t>(pid));
-    if (a && a->second == base) out.push_back({a->first, static_cast<pid_t>(pid), st});
+    auto a = supervisor_args(pid);
+    if (a && a->second == base) out.push_back({a->first, pid, st});
   }
-  ::closedir(d);
   return out;
 }
 

@@ -80,6 +80,9 @@ class StreamingChild {
   std::unique_ptr<Impl> impl_;
 };
 
+// Every process id in /proc right now.
+std::vector<pid_t> list_pids();
+
 // Stops a process lanes started earlier (not necessarily its child), by pid,
 // only if its start time (never 0) still matches: SIGTERM, wait up to GRACE,
 // SIGKILL. Returns true if the process was running. The caller proves what
