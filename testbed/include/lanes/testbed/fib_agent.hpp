@@ -42,7 +42,7 @@ struct AgentConfig {
   std::vector<std::string> blackhole;  // discard routes for the aggregates
   std::vector<AgentPort> ports;
   std::vector<AgentStatic> statics;
-  std::chrono::seconds stale_timeout{20};
+  std::chrono::seconds stale_timeout{45};
 
   static AgentConfig from_json(const nlohmann::json& j);
 };
