@@ -1,6 +1,7 @@
 #include "lanes/testbed/cleanup.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -52,6 +53,7 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
       continue;
     }
     RunHealth h = reg.assess(id);
+    if (!h.live && !reg.exists(id)) continue;  // removed since the listing
     if (h.live) {
       ++plan.live;
     } else if (h.phase == "dead") {
@@ -96,7 +98,22 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
     plan.targets.push_back(target(reg, id, "orphaned objects: the run's directory in " + o->state_dir + " is gone"));
     seen.insert(id);
   }
-  // 3. owner records of runs that exist nowhere any more
+  // 3. directories of creators and removers killed before they finished
+  // (a creator's owner record comes before its directory; a remover unlinks
+  // the lock last)
+  for (const auto& name : reg.hidden_dirs()) {
+    std::string path = reg.base() + "/" + name;
+    if (RunRegistry::locked(path + "/lock")) continue;
+    if (name.rfind(RunRegistry::kNewPrefix, 0) == 0) {
+      auto o = reg.owner_of(name.substr(std::strlen(RunRegistry::kNewPrefix)));
+      if (o && o->pid > 0 && process_start_time(o->pid) == o->start_time) continue;
+    } else if (!std::filesystem::exists(path + "/lock")) {
+      std::error_code empty_ec;
+      if (!std::filesystem::is_empty(path, empty_ec) || empty_ec) continue;  // a remover between its last two steps
+    }
+    plan.hidden_dirs.push_back(path);
+  }
+  // 4. owner records of runs that exist nowhere any more
   for (const auto& id : reg.owned_ids()) {
     if (seen.count(id)) continue;
     auto o = reg.owner_of(id);
@@ -119,6 +136,7 @@ RemoveResult remove_run(const RunRegistry& reg, const std::string& id) {
     if (!l) {
       res.errors.push_back("run " + id + " is in use by another lanes process; not touched");
       res.ok = false;
+      res.busy = true;
       return res;
     }
     lock.emplace(std::move(l).value());

@@ -708,6 +708,11 @@ int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostr
       continue;
     }
     auto r = remove_run(reg, t.id);
+    if (r.busy) {  // it came to life (or another clean took it) since the plan
+      out << fmt::format("left alone: run {}: a lanes process took it since this clean looked; not touched\n",
+                         t.id);
+      continue;
+    }
     for (const auto& e : r.errors) err << "lanes: " << e << "\n";
     if (!r.ok) rc = kFailure;
     namespaces += r.report.namespaces;
@@ -723,6 +728,12 @@ int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostr
       reg.forget(id);
       out << fmt::format("removed the owner record of run {} (the run exists nowhere)\n", id);
     }
+  }
+  for (const auto& path : plan.hidden_dirs) {
+    std::error_code ec;
+    if (!dry) std::filesystem::remove_all(path, ec);
+    out << fmt::format("{} {} (a lanes process died creating or removing a run there)\n",
+                       dry ? "would remove" : "removed", path);
   }
   for (const auto& why : plan.left_alone) out << "left alone: " << why << "\n";
   if (!dry)

@@ -1,12 +1,13 @@
 #include "lanes/testbed/run_registry.hpp"
 
 #include <dirent.h>
+#include <stdio.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -107,12 +108,26 @@ Result<RunLock> RunRegistry::create(const std::string& id) const {
       return os_error(e, "writing the owner record " + rec);
     }
   }
-  if (::mkdir(dir(id).c_str(), 0755) != 0) {
-    auto err = errno_error("creating run directory " + dir(id));
+  // The directory is made under a name list() ignores, locked there, and
+  // renamed into place: a run directory is never seen without its lock held.
+  std::string partial = base_ + "/" + kNewPrefix + id;
+  std::filesystem::remove_all(partial, ec);  // a creator of this id killed before the rename
+  if (::mkdir(partial.c_str(), 0755) != 0) {
+    auto err = errno_error("creating run directory " + partial);
     ::unlink(rec.c_str());
     return err;
   }
-  return lock(id, false);
+  auto fail = [&](std::system_error err) -> Result<RunLock> {
+    std::error_code ignore;
+    std::filesystem::remove_all(partial, ignore);
+    ::unlink(rec.c_str());
+    return err;
+  };
+  auto l = lock_file(partial + "/lock", false);
+  if (!l) return fail(l.error());
+  if (::renameat2(AT_FDCWD, partial.c_str(), AT_FDCWD, dir(id).c_str(), RENAME_NOREPLACE) != 0)
+    return fail(errno_error("creating run directory " + dir(id)));
+  return l;
 }
 
 std::optional<OwnerRecord> RunRegistry::owner_of(const std::string& id) const {
@@ -191,22 +206,56 @@ RunHealth RunRegistry::assess(const std::string& id) const {
   return h;
 }
 
-Result<RunLock> RunRegistry::lock(const std::string& id, bool wait) const {
-  std::string p = dir(id) + "/lock";
-  Fd fd(::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!fd) return errno_error("opening " + p);
-  if (::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0)
-    return errno_error("locking run " + id + " (another lanes process is working on it)");
+namespace {
+
+// Open-file-description locks: held by the open file, like flock, but they
+// can be tested (F_OFD_GETLK) without being taken, so a probe never makes a
+// real locker fail.
+struct flock whole_file(short type) {
+  struct flock f {};
+  f.l_type = type;
+  f.l_whence = SEEK_SET;
+  return f;
+}
+
+}  // namespace
+
+Result<RunLock> RunRegistry::lock_file(const std::string& path, bool wait) {
+  Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) return errno_error("opening " + path);
+  struct flock f = whole_file(F_WRLCK);
+  while (::fcntl(fd.get(), wait ? F_OFD_SETLKW : F_OFD_SETLK, &f) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EACCES)
+      return os_error(EWOULDBLOCK, "locking " + path + " (another lanes process is working on the run)");
+    return errno_error("locking " + path);
+  }
   return RunLock(std::move(fd));
 }
 
-bool RunRegistry::in_use(const std::string& id) const {
-  std::string p = dir(id) + "/lock";
-  Fd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+Result<RunLock> RunRegistry::lock(const std::string& id, bool wait) const {
+  return lock_file(dir(id) + "/lock", wait);
+}
+
+bool RunRegistry::in_use(const std::string& id) const { return locked(dir(id) + "/lock"); }
+
+bool RunRegistry::locked(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return false;
-  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK;
-  ::flock(fd.get(), LOCK_UN);
-  return false;
+  struct flock f = whole_file(F_WRLCK);
+  if (::fcntl(fd.get(), F_OFD_GETLK, &f) != 0) return false;
+  return f.l_type != F_UNLCK;
+}
+
+std::vector<std::string> RunRegistry::hidden_dirs() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(base_, ec)) {
+    std::string n = e.path().filename().string();
+    for (const char* p : {kNewPrefix, kGonePrefix})
+      if (n.rfind(p, 0) == 0 && valid_id(n.substr(std::strlen(p)))) out.push_back(n);
+  }
+  return out;
 }
 
 std::vector<std::string> RunRegistry::list() const {
@@ -251,14 +300,26 @@ Status RunRegistry::save(const RunState& s) const {
 }
 
 Status RunRegistry::remove_dir(const std::string& id) const {
+  // Renamed out of sight first, so nobody sees a run half removed (its lock
+  // file gone, its state still there) and takes it for a dead one; the lock
+  // file goes last, so an unlocked ".gone-" directory is a dead remover's.
+  std::string gone = base_ + "/" + kGonePrefix + id;
   std::error_code ec;
+  std::filesystem::remove_all(gone, ec);  // a remover of this id killed mid-way
+  if (::rename(dir(id).c_str(), gone.c_str()) != 0 && errno != ENOENT) return errno_error("removing " + dir(id));
   for (int attempt = 0; attempt < 5; ++attempt) {  // a last log line may land while it goes
     ec.clear();
-    std::filesystem::remove_all(dir(id), ec);
+    for (const auto& e : std::filesystem::directory_iterator(gone, ec))
+      if (e.path().filename() != "lock") std::filesystem::remove_all(e.path(), ec);
+    if (ec == std::errc::no_such_file_or_directory) ec.clear();
+    if (!ec) {
+      ::unlink((gone + "/lock").c_str());
+      if (::rmdir(gone.c_str()) != 0 && errno != ENOENT) ec = std::error_code(errno, std::generic_category());
+    }
     if (ec != std::errc::directory_not_empty) break;
     ::usleep(20000);
   }
-  if (ec) return std::system_error(ec, "removing " + dir(id));
+  if (ec) return std::system_error(ec, "removing " + gone);
   release(id);
   return {};
 }

@@ -12,6 +12,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
+#include <atomic>
 
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/process.hpp"
@@ -23,6 +25,7 @@
 using namespace lanes::testbed;
 using lanes::test::eventually;
 using lanes::test::lanes_bin;
+using lanes::test::OwnStateDir;
 using lanes::test::require_root;
 using lanes::test::run_command;
 using lanes::test::topology;
@@ -67,11 +70,13 @@ TEST_CASE("up and down of every shipped topology leave the root namespace unchan
 
 TEST_CASE("lanes clean removes every object of a lanes up killed mid-way", "[root]") {
   require_root();
-  RunRegistry reg;
+  OwnStateDir state("killed-midway");
+  RunRegistry reg(state.path);
   std::string id = reg.new_id();
   std::string prefix = RunRegistry::netns_prefix(id);
   std::string root_links = run_command("ip -o link show").out;
   ProcessSpec spec{"lanes up", {lanes_bin(), "up", topology("rack-64.xml"), "--run-id", id}};
+  spec.env = {{"LANES_STATE_DIR", state.path}};
   spec.log_path = "/dev/null";
   auto up = Daemon::start(spec);
   REQUIRE(up.ok());
@@ -86,10 +91,10 @@ TEST_CASE("lanes clean removes every object of a lanes up killed mid-way", "[roo
   // the run is dead: its directory says "creating" and nobody holds its lock
   REQUIRE(reg.exists(id));
   CHECK_FALSE(reg.in_use(id));
-  auto st = run_command(lanes_bin() + " status --json");
+  auto st = run_command(state.env() + lanes_bin() + " status --json");
   CHECK(st.out.find("\"dead\"") != std::string::npos);
 
-  auto clean = run_command(lanes_bin() + " clean");
+  auto clean = run_command(state.env() + lanes_bin() + " clean");
   INFO(clean.out);
   CHECK(clean.status == 0);
   size_t objects_left = list_netns(prefix).size() + (reg.exists(id) ? 1 : 0) +
@@ -102,31 +107,33 @@ TEST_CASE("lanes clean removes every object of a lanes up killed mid-way", "[roo
 
 TEST_CASE("lanes up exec status and down work together and a run id is never reused", "[root]") {
   require_root();
-  RunRegistry reg;
+  OwnStateDir state("up-exec-down");
+  RunRegistry reg(state.path);
   std::string id = reg.new_id();
-  auto up = run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
+  const std::string lanes = state.env() + lanes_bin();
+  auto up = run_command(lanes + " up " + topology("laptop.xml") + " --run-id " + id);
   REQUIRE(up.status == 0);
   CHECK(up.out.find("run " + id + " is up: 6 namespaces, 9 links") != std::string::npos);
-  auto again = run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id);
+  auto again = run_command(lanes + " up " + topology("laptop.xml") + " --run-id " + id);
   CHECK(again.status == 2);
   CHECK(again.out.find("already in use") != std::string::npos);
-  auto ex = run_command(lanes_bin() + " exec " + id + " h2 -- sh -c 'echo $LANES_NODE; exit 7'");
+  auto ex = run_command(lanes + " exec " + id + " h2 -- sh -c 'echo $LANES_NODE; exit 7'");
   CHECK(ex.status == 7);
   CHECK(ex.out.find("h2") != std::string::npos);
-  auto st = run_command(lanes_bin() + " status " + id);
+  auto st = run_command(lanes + " status " + id);
   CHECK(st.status == 0);
   CHECK(st.out.find("r1-tor:swp1") != std::string::npos);
   CHECK(st.out.find("500mbit") != std::string::npos);
   // a run that is up survives a plain clean (4 nodes and 2 job containers)
   size_t before_clean = list_netns(RunRegistry::netns_prefix(id)).size();
   CHECK(before_clean == 6);
-  auto clean = run_command(lanes_bin() + " clean");
+  auto clean = run_command(lanes + " clean");
   CHECK(clean.status == 0);
   CHECK(list_netns(RunRegistry::netns_prefix(id)).size() == before_clean);
-  auto down = run_command(lanes_bin() + " down " + id);
+  auto down = run_command(lanes + " down " + id);
   CHECK(down.status == 0);
   CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
-  CHECK(run_command(lanes_bin() + " down " + id).status == 2);
+  CHECK(run_command(lanes + " down " + id).status == 2);
 }
 
 TEST_CASE("lanes features agrees with what iproute2 can create in a scratch namespace", "[root]") {
@@ -211,4 +218,43 @@ TEST_CASE("lanes clean never signals a process a forged state file names", "[roo
   CHECK_FALSE(reg.exists(id));
   CHECK_FALSE(reg.owner_of(id).has_value());
   std::filesystem::remove_all(tmp);
+}
+
+TEST_CASE("lanes clean beside ups and downs of the same state dir never fails and never touches them", "[root]") {
+  // CI once saw a clean take a run in creation for a dead one and exit 1
+  // when it could not lock it
+  require_root();
+  OwnStateDir state("clean-beside");
+  const std::string lanes = state.env() + lanes_bin();
+  std::atomic<bool> done{false};
+  std::atomic<int> cleans{0};
+  std::vector<std::string> clean_failures;
+  std::thread cleaner([&] {
+    while (!done) {
+      auto c = run_command(lanes + " clean");
+      ++cleans;
+      if (c.status != 0 || c.out.find("removed run") != std::string::npos) clean_failures.push_back(c.out);
+    }
+  });
+  int up_failures = 0, down_failures = 0;
+  for (int i = 0; i < 12; ++i) {
+    auto up = run_command(lanes + " up " + topology("laptop.xml") + " --json");
+    if (up.status != 0) {
+      ++up_failures;
+      UNSCOPED_INFO("up: " << up.out);
+      continue;
+    }
+    std::string id = run_id_of(up.out);
+    if (run_command(lanes + " down " + id).status != 0) ++down_failures;
+  }
+  done = true;
+  cleaner.join();
+  std::printf("clean beside 12 up/down cycles: %d cleans, %zu failed or removed a run\n", cleans.load(),
+              clean_failures.size());
+  for (const auto& f : clean_failures) std::fprintf(stderr, "clean:\n%s\n", f.c_str());
+  CHECK(cleans > 0);
+  CHECK(up_failures == 0);
+  CHECK(down_failures == 0);
+  CHECK(clean_failures.empty());
+  CHECK(run_command(lanes + " status --json").out.find("\"id\"") == std::string::npos);
 }

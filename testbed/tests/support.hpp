@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -52,6 +53,25 @@ inline CommandResult run_command(const std::string& cmd) {
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
 }
+
+// A state dir of the test's own, removed at the end: a test's `lanes clean`
+// or `lanes status` then sees only its own runs, whatever runs beside it.
+struct OwnStateDir {
+  std::string path;
+  explicit OwnStateDir(const std::string& name)
+      : path((std::filesystem::temp_directory_path() / ("lanes-" + name + "-" + std::to_string(::getpid())))
+                 .string()) {
+    std::filesystem::remove_all(path);
+  }
+  ~OwnStateDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  OwnStateDir(const OwnStateDir&) = delete;
+  OwnStateDir& operator=(const OwnStateDir&) = delete;
+  // "LANES_STATE_DIR=<path> " to put before a command
+  std::string env() const { return "LANES_STATE_DIR=" + path + " "; }
+};
 
 inline std::string source_dir() { return LANES_SOURCE_DIR; }
 inline std::string lanes_bin() { return LANES_BIN; }

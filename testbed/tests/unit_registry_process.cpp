@@ -2,8 +2,12 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
+#include "lanes/testbed/cleanup.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "support.hpp"
@@ -54,6 +58,97 @@ TEST_CASE("run registry creates locks saves loads lists and removes runs", "[uni
   CHECK(reg.list() == std::vector<std::string>{id});
   REQUIRE(reg.remove_dir(id).ok());
   CHECK(reg.list().empty());
+}
+
+TEST_CASE("a run being created is never seen dead and a probe never makes a lock fail", "[unit]") {
+  // A clean running beside `lanes up` once took a run in creation for a dead
+  // one (its directory existed before its lock), and its probe of the lock
+  // could make the creator's own lock fail.
+  TempDir tmp;
+  RunRegistry reg((tmp.path / "state").string(), (tmp.path / "owners").string());
+  RunRegistry other((tmp.path / "other").string(), (tmp.path / "owners").string());
+  const std::string churn = "churn1";
+  { REQUIRE(other.create(churn).ok()); }
+  std::atomic<bool> done{false};
+  std::atomic<int> seen_dead{0}, probes{0};
+  std::thread cleaner([&] {
+    while (!done) {
+      for (const auto& id : reg.list()) {
+        ++probes;
+        if (!reg.assess(id).live) ++seen_dead;
+      }
+      CleanPlan plan = plan_clean(reg, false);
+      seen_dead += static_cast<int>(plan.targets.size() + plan.hidden_dirs.size());
+      (void)other.in_use(churn);
+    }
+  });
+  std::vector<RunLock> held;
+  int lock_failures = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto l = reg.create(reg.new_id());
+    if (l) held.push_back(std::move(l).value());
+    else ++lock_failures;
+    // another lanes process (another open file) locking and releasing a
+    // run while the probes run: never refused
+    for (int k = 0; k < 5; ++k)
+      if (!other.lock(churn, false)) ++lock_failures;
+  }
+  done = true;
+  cleaner.join();
+  CHECK(probes > 0);
+  CHECK(lock_failures == 0);
+  CHECK(seen_dead == 0);
+  CHECK(reg.list().size() == 300);
+}
+
+TEST_CASE("a creator or remover killed mid-way leaves a hidden directory a clean removes", "[unit]") {
+  TempDir tmp;
+  RunRegistry reg((tmp.path / "state").string(), (tmp.path / "owners").string());
+  std::string made = reg.base() + "/.new-abc1", gone = reg.base() + "/.gone-abc2";
+  for (const auto& d : {made, gone}) {
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/lock");
+    std::ofstream(d + "/state.json") << "{}";
+  }
+  CHECK(reg.list().empty());  // neither is a run
+  auto plan = plan_clean(reg, false);
+  std::sort(plan.hidden_dirs.begin(), plan.hidden_dirs.end());
+  CHECK(plan.hidden_dirs == std::vector<std::string>{gone, made});
+  // ones still being worked on (locked) are not
+  auto l1 = RunRegistry::lock_file(made + "/lock", false);
+  auto l2 = RunRegistry::lock_file(gone + "/lock", false);
+  REQUIRE(l1.ok());
+  REQUIRE(l2.ok());
+  CHECK(plan_clean(reg, false).hidden_dirs.empty());
+}
+
+TEST_CASE("removing a run's directory never shows a half-removed run", "[unit]") {
+  TempDir tmp;
+  RunRegistry reg((tmp.path / "state").string(), (tmp.path / "owners").string());
+  std::atomic<bool> done{false};
+  std::atomic<int> seen_dead{0};
+  std::thread watcher([&] {
+    while (!done)
+      for (const auto& id : reg.list())
+        if (auto h = reg.assess(id); !h.live && reg.exists(id)) ++seen_dead;  // not merely gone since
+  });
+  for (int i = 0; i < 200; ++i) {
+    std::string id = reg.new_id();
+    auto l = reg.create(id);
+    REQUIRE(l.ok());
+    RunState s;
+    s.id = id;
+    s.phase = "stopping";
+    for (int k = 0; k < 20; ++k) std::ofstream(reg.dir(id) + "/log" + std::to_string(k)) << "x";
+    REQUIRE(reg.save(s).ok());
+    REQUIRE(reg.remove_dir(id).ok());  // with the lock held, as remove_run does
+    CHECK_FALSE(reg.owner_of(id).has_value());
+  }
+  done = true;
+  watcher.join();
+  CHECK(seen_dead == 0);
+  CHECK(reg.list().empty());
+  CHECK(reg.hidden_dirs().empty());
 }
 
 TEST_CASE("daemon exit status and output are recorded", "[unit]") {

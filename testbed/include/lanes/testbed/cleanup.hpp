@@ -28,6 +28,7 @@ struct CleanTarget {
 struct CleanPlan {
   std::vector<CleanTarget> targets;
   std::vector<std::string> stale_records;  // owner records of runs that no longer exist anywhere
+  std::vector<std::string> hidden_dirs;    // paths of .new-/.gone- directories a killed lanes left
   std::vector<std::string> left_alone;     // what looked like lanes' but is not ours to remove, and why
   int kept_up = 0;                         // runs up (kept unless --all)
   int live = 0;                            // runs a lanes process holds
@@ -38,6 +39,7 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all);
 
 struct RemoveResult {
   bool ok = true;
+  bool busy = false;  // another lanes process held the run: nothing was done
   TeardownReport report;
   std::vector<std::string> errors;
   std::chrono::microseconds took{0};

@@ -112,8 +112,17 @@ class RunRegistry {
   RunHealth assess(const std::string& id) const;
   // Locks an existing run; with WAIT false, EWOULDBLOCK if another process holds it.
   Result<RunLock> lock(const std::string& id, bool wait) const;
-  // true if some process holds the run's lock right now.
+  // true if some process holds the run's lock right now (a test that takes
+  // nothing, so it never makes a concurrent lock() fail).
   bool in_use(const std::string& id) const;
+  // Hidden directories of this state dir (names, not runs): create() builds
+  // a run in ".new-<id>" and renames it into place, remove_dir() renames it
+  // to ".gone-<id>" before removing it. Left over only by a killed lanes.
+  static constexpr const char* kNewPrefix = ".new-";
+  static constexpr const char* kGonePrefix = ".gone-";
+  std::vector<std::string> hidden_dirs() const;
+  static Result<RunLock> lock_file(const std::string& path, bool wait);
+  static bool locked(const std::string& path);
 
   std::vector<std::string> list() const;
   bool exists(const std::string& id) const;
