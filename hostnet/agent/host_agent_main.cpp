@@ -218,9 +218,11 @@ int main(int argc, char** argv) {
   ev.data.fd = mon.value().fd();
   ::epoll_ctl(ep, EPOLL_CTL_ADD, mon.value().fd(), &ev);
 
+  // NIC state and the datapath's counters; the links' own counters are the
+  // kernel's to tell (lanes status and the runner read them over netlink)
+  StateFile state_file(state_path);
   auto publish = [&] {
     nlohmann::json out = {{"ready", true}, {"host", host}, {"mode", mode}};
-    auto links = hnl.links();
     std::vector<lanes_nic_stats> st;
     std::vector<uint64_t> flows;
     if (dp) {
@@ -230,14 +232,6 @@ int main(int argc, char** argv) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& s : nics) {
       nlohmann::json j = {{"index", s.index}, {"ifname", s.ifname}, {"up", s.up}, {"numa", s.numa}};
-      if (links)
-        for (const auto& l : links.value())
-          if (l.name == s.ifname) {
-            j["tx_bytes"] = l.tx_bytes;
-            j["rx_bytes"] = l.rx_bytes;
-            j["tx_packets"] = l.tx_packets;
-            j["rx_packets"] = l.rx_packets;
-          }
       if (static_cast<size_t>(s.index) < st.size()) {
         const auto& x = st[static_cast<size_t>(s.index)];
         j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},   {"rx_packets", x.rx_packets},
@@ -262,7 +256,7 @@ int main(int argc, char** argv) {
       }
       out["flows"] = fl;
     }
-    write_json_atomic(state_path, out);
+    state_file.publish(out);
   };
   publish();
   lg::info("{}: host agent ready ({} NICs, egress {})", host, nics.size(), mode);

@@ -620,38 +620,14 @@ class Loader {
 
 namespace {
 
-// "1.5s" -> 1.5 and "s"; false if it does not start with a number
-bool number_and_unit(const std::string& s, double& v, std::string& unit) {
-  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) return false;
-  size_t used = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    return false;
-  }
-  unit = s.substr(used);
-  return std::isfinite(v);
-}
 
 }  // namespace
 
-bool parse_duration(const std::string& s, std::chrono::milliseconds& out) {
-  double v, ms;
-  std::string unit;
-  if (!number_and_unit(s, v, unit)) return false;
-  if (unit == "ms") ms = v;
-  else if (unit == "s" || unit.empty()) ms = v * 1000;
-  else if (unit == "m") ms = v * 60'000;
-  else return false;
-  if (ms > 24 * 3600e3) return false;
-  out = std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
-  return true;
-}
 
 bool parse_size(const std::string& s, uint64_t& out) {
   double v;
   std::string unit;
-  if (!number_and_unit(s, v, unit)) return false;
+  if (!testbed::number_and_unit(s, v, unit)) return false;
   static const std::map<std::string, double> units = {{"", 1},         {"B", 1},           {"K", 1e3},
                                                       {"M", 1e6},      {"G", 1e9},         {"Ki", 1024.0},
                                                       {"Mi", 1048576.0}, {"Gi", 1073741824.0}};

@@ -150,13 +150,14 @@ int main(int argc, char** argv) {
   uint64_t gobgpd_losses = 0, events = 0;
   bool connected = false;
 
+  StateFile state_file(state_path);
   auto save = [&] {
     auto j = agent.state();
     j["connected"] = connected;
     j["established"] = std::vector<std::string>(up_now.begin(), up_now.end());
     j["gobgpd_losses"] = gobgpd_losses;
     j["rib_events"] = events;
-    write_json_atomic(state_path, j);
+    state_file.publish(j);
   };
   auto lost_gobgpd = [&] {
     if (monitor) ::epoll_ctl(ep, EPOLL_CTL_DEL, monitor->fd(), nullptr);
@@ -256,7 +257,10 @@ int main(int argc, char** argv) {
       }
     }
     if (Clock::now() >= next_state) {
-      next_state = Clock::now() + std::chrono::seconds(1);
+      // the sessions that are up (asked of gobgpd, a process each time):
+      // every second while stale, when they decide the reconcile; else
+      // every 5 s, for a restarted agent to know whom to wait for
+      next_state = Clock::now() + std::chrono::seconds(agent.stale() ? 1 : 5);
       if (connected)
         if (auto est = established(g)) up_now = *est;
       save();

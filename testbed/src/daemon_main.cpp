@@ -72,4 +72,13 @@ void write_json_atomic(const std::string& path, const nlohmann::json& j) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) log::warn("replacing {} failed", path);
 }
 
+bool StateFile::publish(const nlohmann::json& j) {
+  std::string text = j.dump(2);
+  if (text == last_) return false;
+  write_json_atomic(path_, j);
+  last_ = std::move(text);
+  ++writes_;
+  return true;
+}
+
 }  // namespace lanes::testbed

@@ -370,7 +370,9 @@ std::optional<std::pair<std::string, std::string>> supervisor_args(pid_t pid) {
   // the program itself must be a lanes binary, not a process that took the name
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
-  if (ec || exe.filename() != "lanes") return std::nullopt;
+  // "lanes (deleted)": the binary was rebuilt or upgraded while the run was
+  // up; the process is still the supervisor it was
+  if (ec || (exe.filename() != "lanes" && exe.filename() != "lanes (deleted)")) return std::nullopt;
   return std::make_pair(argv[2], argv[4]);
 }
 

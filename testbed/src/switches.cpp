@@ -2,6 +2,8 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -56,6 +58,7 @@ struct Managed {
   std::string name;  // gobgpd | fib-agent
   ProcessSpec spec;
   Daemon daemon;
+  Fd exit_fd;  // the daemon's pidfd: readable once it has exited
   int restarts = 0;
   Clock::time_point restart_at{};
   bool waiting = false;
@@ -70,6 +73,8 @@ class OwnerWatch {
     // the fd now pins the process; it is the owner only if the start time agrees
     if (!fd_ || process_start_time(o.pid) != o.start_time) owner_gone_ = true;
   }
+  // readable once the owner is gone (-1: nobody is watched)
+  int fd() const { return fd_.get(); }
   // true once the owner is gone and the run was not left up on its own
   bool run_dead() {
     if (dead_) return true;
@@ -179,7 +184,8 @@ Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std
 
 int run_supervisor(const RunRegistry& reg, const std::string& run_id, const SupervisorOwner& owner) {
   OwnerWatch watch(reg, run_id, owner);
-  auto stopping = [&] { return g_stop || watch.run_dead(); };
+  // a run whose directory is gone is over, whoever failed to stop us
+  auto stopping = [&] { return g_stop || watch.run_dead() || !reg.exists(run_id); };
   nlohmann::json sup = {{"ready", false}, {"pid", ::getpid()}};
   // findable from the start: the pid is on record before anything runs
   write_json_atomic(supervisor_state_path(reg, run_id), sup);
@@ -191,6 +197,11 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
   } catch (const std::exception& e) {
     log::error("supervisor: {}", e.what());
     return 1;
+  }
+  // a pidfd per daemon: a fleet has thousands
+  if (rlimit rl{}; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
   }
   struct sigaction sa {};
   sa.sa_handler = on_stop;
@@ -345,10 +356,28 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
   publish();
   append_event(reg, run_id, {{"node", ""}, {"daemon", "supervisor"}, {"event", "ready"}});
 
-  // keep them alive: a daemon that exits is recorded and restarted with backoff
+  // keep them alive: a daemon that exits is recorded and restarted with
+  // backoff. The loop sleeps until a daemon or the owner exits (their
+  // pidfds) or a restart is due: nothing is polled.
+  Fd ep(::epoll_create1(EPOLL_CLOEXEC));
+  auto watch_exit = [&](size_t i) {
+    managed[i].exit_fd = Fd(static_cast<int>(::syscall(SYS_pidfd_open, managed[i].daemon.pid(), 0)));
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u64 = i;
+    if (managed[i].exit_fd) ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, managed[i].exit_fd.get(), &e);
+  };
+  for (size_t i = 0; i < managed.size(); ++i) watch_exit(i);
+  if (watch.fd() >= 0) {
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u64 = managed.size();
+    ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, watch.fd(), &e);
+  }
   while (!stopping()) {
     bool changed = false;
-    for (auto& m : managed) {
+    for (size_t i = 0; i < managed.size(); ++i) {
+      auto& m = managed[i];
       if (m.waiting) {
         if (Clock::now() < m.restart_at) continue;
         m.waiting = false;
@@ -360,6 +389,7 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
           continue;
         }
         m.daemon = std::move(d).value();
+        watch_exit(i);
         ++m.restarts;
         append_event(reg, run_id, {{"node", m.node}, {"daemon", m.name}, {"event", "restarted"},
                                    {"pid", m.daemon.pid()}, {"restarts", m.restarts}});
@@ -375,11 +405,17 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
         auto backoff = std::chrono::milliseconds(std::min(5000, 100 << std::min(m.restarts, 6)));
         m.waiting = true;
         m.restart_at = Clock::now() + backoff;
+        m.exit_fd = Fd();  // out of the epoll set with it
         changed = true;
       }
     }
     if (changed) publish();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    auto wake = Clock::now() + std::chrono::seconds(1);
+    for (const auto& m : managed)
+      if (m.waiting) wake = std::min(wake, m.restart_at);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
+    epoll_event evs[16];
+    (void)::epoll_wait(ep.get(), evs, 16, static_cast<int>(std::max<int64_t>(ms, 0)));
   }
   // orderly stop: agents first (they leave the kernel as it is), then gobgpd
   for (auto it = managed.rbegin(); it != managed.rend(); ++it)

@@ -800,6 +800,31 @@ void Loader::check_plan() {
 InputError::InputError(std::vector<std::string> problems)
     : std::runtime_error(join_lines(problems)), problems_(std::move(problems)) {}
 
+bool number_and_unit(const std::string& s, double& v, std::string& unit) {
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) return false;
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return false;
+  }
+  unit = s.substr(used);
+  return std::isfinite(v);
+}
+
+bool parse_duration(const std::string& s, std::chrono::milliseconds& out) {
+  double v, ms;
+  std::string unit;
+  if (!number_and_unit(s, v, unit)) return false;
+  if (unit == "ms") ms = v;
+  else if (unit == "s" || unit.empty()) ms = v * 1000;
+  else if (unit == "m") ms = v * 60'000;
+  else return false;
+  if (ms > 24 * 3600e3) return false;
+  out = std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
+  return true;
+}
+
 bool parse_rate(const std::string& text, uint64_t& bps) {
   std::string s;
   for (char c : text) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -258,3 +258,31 @@ TEST_CASE("lanes clean beside ups and downs of the same state dir never fails an
   CHECK(clean_failures.empty());
   CHECK(run_command(lanes + " status --json").out.find("\"id\"") == std::string::npos);
 }
+
+TEST_CASE("lanes down stops a run whose lanes binary was replaced while it was up", "[root]") {
+  // /proc/<pid>/exe of the supervisor then reads "lanes (deleted)": it was
+  // not recognised, so down left it running, restarting every daemon
+  require_root();
+  OwnStateDir state("replaced-binary");
+  auto bin = std::filesystem::path(state.path) / "bin";
+  std::filesystem::create_directories(bin);
+  auto built = std::filesystem::path(lanes_bin()).parent_path();
+  for (const char* b : {"lanes", "lanes-fib-agent", "lanes-host-agent", "lanes-vip-injector", "lanes-traffic"})
+    std::filesystem::copy_file(built / b, bin / b);
+  RunRegistry reg(state.path);
+  std::string id = reg.new_id();
+  auto up = run_command(state.env() + (bin / "lanes").string() + " up " + topology("laptop.xml") + " --run-id " + id);
+  REQUIRE(up.status == 0);
+  auto sups = find_supervisors(id, reg.base());
+  REQUIRE(sups.size() == 1);
+  // the upgrade: a new file where the old one was
+  std::filesystem::remove(bin / "lanes");
+  std::filesystem::copy_file(built / "lanes", bin / "lanes");
+  CHECK(find_supervisors(id, reg.base()).size() == 1);  // still known for what it is
+  auto down = run_command(state.env() + lanes_bin() + " down " + id);
+  INFO(down.out);
+  CHECK(down.status == 0);
+  CHECK(process_start_time(sups[0].first) != sups[0].second);  // gone
+  CHECK(find_supervisors(reg.base()).empty());
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
+}

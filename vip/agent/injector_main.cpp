@@ -216,6 +216,7 @@ int main(int argc, char** argv) {
     }
   };
 
+  tb::StateFile state_file(state_path);
   auto publish = [&] {
     nlohmann::json s = nlohmann::json::array();
     for (auto& p : peers) {
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
     }
     nlohmann::json n = nlohmann::json::array();
     for (const auto& x : nics) n.push_back({{"index", x.index}, {"eth", x.eth}, {"up", x.up}});
-    tb::write_json_atomic(state_path, {{"ready", true}, {"host", host}, {"mode", add_path ? "add-path" : "per-nic"},
+    state_file.publish({{"ready", true}, {"host", host}, {"mode", add_path ? "add-path" : "per-nic"},
                              {"task4", task4}, {"task6", task6}, {"sessions", s}, {"nics", n}});
   };
   publish();
@@ -264,7 +265,7 @@ int main(int argc, char** argv) {
       ::epoll_ctl(ep, EPOLL_CTL_ADD, p->dial.fd(), &e);
     }
     // wait for the next event or timer
-    auto deadline = now + std::chrono::milliseconds(200);
+    auto deadline = now + std::chrono::milliseconds(500);  // the next publish
     for (auto& p : peers) {
       deadline = std::min(deadline, p->session.next_deadline());
       if (p->connecting) deadline = std::min(deadline, p->dial.deadline());

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "lanes/testbed/model.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 
 namespace lanes::scenarios {
 
@@ -79,8 +80,7 @@ std::vector<Scenario> load_scenarios(const std::string& path);
 // Same from text; FILE names it in messages and anchors relative paths.
 std::vector<Scenario> load_scenarios_text(const std::string& text, const std::string& file);
 
-// "1.5s", "250ms", "2m", "3" (seconds) → milliseconds.
-bool parse_duration(const std::string& s, std::chrono::milliseconds& out);
+using testbed::parse_duration;  // "1.5s", "250ms", "2m", "3" (seconds)
 // "600M", "64K", "2G", "1000" (bytes; K/M/G are powers of 1000, Ki/Mi/Gi of 1024).
 bool parse_size(const std::string& s, uint64_t& out);
 

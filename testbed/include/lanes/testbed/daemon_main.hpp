@@ -26,4 +26,20 @@ const std::atomic<bool>& stop_requested();
 // Writes J to PATH atomically (a temporary file renamed over it).
 void write_json_atomic(const std::string& path, const nlohmann::json& j);
 
+// A daemon's state file, rewritten only when what it says changed: a
+// thousand idle daemons then write nothing (each rewrite is a file
+// created and renamed on the state dir's file system).
+class StateFile {
+ public:
+  explicit StateFile(std::string path) : path_(std::move(path)) {}
+  // true if J differed from the last one written and was written.
+  bool publish(const nlohmann::json& j);
+  uint64_t writes() const { return writes_; }
+
+ private:
+  std::string path_;
+  std::string last_;
+  uint64_t writes_ = 0;
+};
+
 }  // namespace lanes::testbed

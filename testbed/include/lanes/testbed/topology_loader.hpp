@@ -3,6 +3,7 @@
 // as "file:line: message"; loading never touches the kernel.
 
 #include <stdexcept>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,9 @@ Topology load_topology_text(const std::string& text, const std::string& file);
 // "500mbit", "1gbit", "2.5G", "off" → bits per second (0 = unshaped).
 bool parse_rate(const std::string& text, uint64_t& bps);
 std::string format_rate(uint64_t bps);
+// "1.5s", "250ms", "2m", "3" (seconds) → milliseconds; at most a day.
+bool parse_duration(const std::string& s, std::chrono::milliseconds& out);
+// "1.5s" → 1.5 and "s"; false if S does not start with a number.
+bool number_and_unit(const std::string& s, double& v, std::string& unit);
 
 }  // namespace lanes::testbed
