@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
   std::set<std::string> up_now;
   Clock::time_point stale_since = Clock::now();
   std::optional<Clock::time_point> reconcile_at;
-  Clock::time_point next_try = Clock::now(), next_state = Clock::now();
+  Clock::time_point next_try = Clock::now(), next_state = Clock::now(), next_originate = Clock::now();
+  std::vector<std::string> to_originate;  // aggregates gobgpd has not taken yet
   uint64_t gobgpd_losses = 0, events = 0;
   bool connected = false;
 
@@ -197,12 +198,10 @@ int main(int argc, char** argv) {
     auto now = Clock::now();
     if (!connected && now >= next_try) {
       next_try = now + std::chrono::milliseconds(200);
-      // gobgpd answers: originate the aggregates, then follow the RIB
+      // gobgpd answers: originate the aggregates (again: a new gobgpd has
+      // none), then follow the RIB
       if (auto ok = g.run({"global"}); ok && ok.value().status == 0) {
-        for (const auto& p : cfg.originate) {
-          auto r = g.run({"global", "rib", "add", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
-          if (!r || r.value().status != 0) lg::warn("originating {} failed", p);
-        }
+        to_originate.assign(cfg.originate.begin(), cfg.originate.end());
         ProcessSpec spec{"gobgp monitor", g.argv({"monitor", "global", "rib", "-j", "--current"})};
         spec.new_session = false;
         if (auto m = StreamingChild::start(spec)) {
@@ -214,6 +213,17 @@ int main(int argc, char** argv) {
           linebuf.clear();
         }
       }
+    }
+    // what gobgpd did not take yet (a busy gobgpd times the CLI out): tried
+    // until it does, or the rack's aggregate never reaches the spines
+    if (connected && !to_originate.empty() && now >= next_originate) {
+      std::erase_if(to_originate, [&](const std::string& p) {
+        auto r = g.run({"global", "rib", "add", "-a", p.find(':') != std::string::npos ? "ipv6" : "ipv4", p});
+        bool ok = r && r.value().status == 0;
+        if (!ok) lg::warn("originating {} failed; trying again", p);
+        return ok;
+      });
+      next_originate = now + std::chrono::seconds(1);
     }
     // stale: reconcile once the sessions that were up are back (or on
     // timeout), after giving the returning sessions 300 ms to deliver their

@@ -84,11 +84,20 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
     DeployContext ctx{*impl->tb, reg, id, {}, bin_dir, {}};
     if (have_deployers()) ctx.features = probe_kernel_features();
     impl->features = ctx.features;
+    auto since = [t = t0]() mutable {
+      auto now = std::chrono::steady_clock::now();
+      double ms = std::chrono::duration<double, std::milli>(now - t).count();
+      t = now;
+      return ms;
+    };
     if (auto st = run_deployers(ctx); !st) return rollback(st.error());
+    log::debug("run {}: hosts deployed in {:.0f} ms", id, since());
     if (auto st = write_daemon_requests(reg, id, ctx.daemons); !st) return rollback(st.error());
     if (auto st = write_switch_configs(topo, reg, id); !st) return rollback(st.error());
+    log::debug("run {}: daemon requests and switch configurations written in {:.0f} ms", id, since());
     auto sup = start_supervisor(reg, id, opt.daemons_timeout, opt.bin_dir.empty() ? "" : bin_dir + "/lanes");
     if (!sup) return rollback(sup.error());
+    log::debug("run {}: the supervisor had every daemon ready in {:.0f} ms", id, since());
     state.daemons.push_back(sup.value());
     impl->daemons_took =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);

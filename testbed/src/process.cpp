@@ -155,6 +155,25 @@ Result<int> Daemon::stop(std::chrono::milliseconds grace) {
   return impl_->status.value_or(-1);
 }
 
+void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds grace) {
+  std::vector<Daemon*> left;
+  for (Daemon* d : daemons)
+    if (d->running()) {
+      ::kill(d->pid(), SIGTERM);
+      left.push_back(d);
+    }
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::erase_if(left, [](Daemon* d) { return !d->running(); });
+    if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (Daemon* d : left) {
+    log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", d->name(), d->pid(), grace.count());
+    ::kill(d->pid(), SIGKILL);
+  }
+  for (Daemon* d : left) d->wait();
+}
+
 void Daemon::detach() {
   if (!impl_) return;
   impl_->detached = true;

@@ -224,8 +224,9 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
     log::error("supervisor: {}", why);
     sup["error"] = why;
     publish();
-    for (auto it = managed.rbegin(); it != managed.rend(); ++it)
-      if (it->daemon.running()) (void)it->daemon.stop(std::chrono::milliseconds(2000));
+    std::vector<Daemon*> all;
+    for (auto& m : managed) all.push_back(&m.daemon);
+    stop_all(all, std::chrono::milliseconds(2000));
     return 1;
   };
 
@@ -245,6 +246,9 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
               {"gobgpd", "-f", f.gobgp_config, "-t", "toml", "-p", "-l", "info", "--api-hosts",
                std::string(kGobgpApi), "--pprof-disable"}};
     m.spec.netns_fd = netns.fd();
+    // one Go scheduler thread: twenty gobgpds on two cores otherwise spend
+    // their time waking each other's threads
+    m.spec.env = {{"GOMAXPROCS", "1"}};
     m.spec.die_with_parent = true;  // a killed supervisor leaves no daemon behind
     m.spec.log_path = f.gobgpd_log;
     auto d = Daemon::start(m.spec);
@@ -305,9 +309,8 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
     sup["progress"] = {{"started", started}, {"ready", ready}, {"daemons", requests.size()}};
     write_json_atomic(supervisor_state_path(reg, run_id), sup);
   };
+  const size_t first = managed.size();
   for (const auto& r : requests) {
-    if (stopping()) return fail("stopped while starting the daemons");
-    progress(managed.size(), 0);
     if (!other_ns.count(r.netns)) {
       auto o = Netns::open(r.netns);
       if (!o) return fail(o.error().what());
@@ -320,12 +323,37 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
     m.spec.netns_fd = other_ns.at(r.netns).fd();
     m.spec.die_with_parent = true;  // a killed supervisor leaves no daemon behind
     m.spec.log_path = reg.dir(run_id) + "/logs/" + r.node + "-" + r.name + ".log";
-    auto d = Daemon::start(m.spec);
-    if (!d) return fail(d.error().what());
-    m.daemon = std::move(d).value();
-    append_event(reg, run_id, {{"node", r.node}, {"daemon", r.name}, {"event", "started"}, {"pid", m.daemon.pid()}});
     managed.push_back(std::move(m));
     if (!r.ready_file.empty()) awaiting.emplace_back(managed.size() - 1, r.ready_file);
+  }
+  {
+    bool failed = false;
+    std::string error;
+    std::vector<int64_t> started_ms(managed.size());  // one append of events for them all
+    for (size_t i = first; i < managed.size(); ++i) {
+      if (stopping()) {
+        failed = true;
+        break;
+      }
+      progress(i, 0);
+      auto d = Daemon::start(managed[i].spec);
+      if (!d) {
+        error = d.error().what();
+        failed = true;
+        break;
+      }
+      managed[i].daemon = std::move(d).value();
+      started_ms[i] = now_ms();
+    }
+    std::ofstream events(events_path(reg, run_id), std::ios::app);
+    for (size_t i = first; i < managed.size(); ++i)
+      if (managed[i].daemon.pid() > 0)
+        events << nlohmann::json{{"time_unix_ms", started_ms[i]}, {"node", managed[i].node}, {"daemon", managed[i].name},
+                                 {"event", "started"}, {"pid", managed[i].daemon.pid()}}
+                      .dump()
+               << "\n";
+    events.close();
+    if (failed) return fail(error.empty() ? "stopped while starting the daemons" : error);
   }
   publish();
   size_t n_ready = 0;
@@ -417,9 +445,14 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
     epoll_event evs[16];
     (void)::epoll_wait(ep.get(), evs, 16, static_cast<int>(std::max<int64_t>(ms, 0)));
   }
-  // orderly stop: agents first (they leave the kernel as it is), then gobgpd
-  for (auto it = managed.rbegin(); it != managed.rend(); ++it)
-    if (!it->waiting && it->daemon.running()) (void)it->daemon.stop(std::chrono::milliseconds(3000));
+  // orderly stop: agents and injectors first (they leave the kernel as it
+  // is; injectors withdraw and close), then gobgpd; each wave at once
+  for (bool gobgpd : {false, true}) {
+    std::vector<Daemon*> wave;
+    for (auto& m : managed)
+      if (!m.waiting && (m.name == "gobgpd") == gobgpd) wave.push_back(&m.daemon);
+    stop_all(wave, std::chrono::milliseconds(3000));
+  }
   sup["ready"] = false;
   sup["stopped"] = true;
   publish();

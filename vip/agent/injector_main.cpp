@@ -217,7 +217,21 @@ int main(int argc, char** argv) {
   };
 
   tb::StateFile state_file(state_path);
+  // what the state file says, in a few numbers: rebuilt only when they move
+  // (a thousand idle injectors otherwise spend a core rendering JSON)
+  std::vector<uint64_t> said, now_says;
   auto publish = [&] {
+    now_says.clear();
+    for (auto& p : peers) {
+      uint64_t ann = 0;
+      for (auto [nic, on] : p->announced) ann |= static_cast<uint64_t>(on) << (nic & 63);
+      now_says.insert(now_says.end(), {static_cast<uint64_t>(p->session.state()), p->session.updates_sent(),
+                                       p->attempts, p->timeouts, ann, p->session.last_error().size(),
+                                       static_cast<uint64_t>(p->session.hold_time())});
+    }
+    for (const auto& x : nics) now_says.push_back(x.up);
+    if (now_says == said) return;
+    said = now_says;
     nlohmann::json s = nlohmann::json::array();
     for (auto& p : peers) {
       nlohmann::json ann = nlohmann::json::array();

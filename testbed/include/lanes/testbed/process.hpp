@@ -62,6 +62,11 @@ struct Captured {
 // Runs SPEC to completion and returns its stdout; kills it after TIMEOUT.
 Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds timeout);
 
+// Stops DAEMONS together: SIGTERM to each, GRACE for them all, then
+// SIGKILL to what is left (a thousand daemons stop in one grace period,
+// not one after another).
+void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds grace);
+
 // A child whose stdout lanes reads as a stream (e.g. `gobgp monitor`).
 class StreamingChild {
  public:
