@@ -1,7 +1,11 @@
-// Bring-up and teardown benchmark: runs `lanes up` and `lanes down` on a
-// topology N times and prints the medians, the peak memory of `lanes up`,
-// and the kernel's own floor for the same namespaces and veth pairs made
-// by `ip -batch` (no addresses, qdiscs or sysctls), as a ratio.
+// Bring-up and teardown benchmark: runs `lanes up --wait` and `lanes down`
+// on a topology N times and prints the medians of objects up, daemons
+// ready, BGP converged (read from the switches' kernels) and teardown; the
+// peak memory of `lanes up`; the memory of the run's daemons (PSS, summed
+// by program, and per host) and of the kernel (slab and per-CPU memory the
+// run added); and the kernel's own floor for the same namespaces and veth
+// pairs, job containers included, made by `ip -batch` (no addresses,
+// neighbours, qdiscs or sysctls), as a ratio.
 //
 // usage: lanes_bench_bringup LANES_BIN TOPOLOGY [RUNS]   (root)
 
@@ -13,9 +17,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
+
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/topology_loader.hpp"
@@ -26,24 +35,35 @@ struct Measured {
   double seconds = 0;
   long maxrss_kb = 0;
   int status = -1;
+  std::string out;
 };
 
-Measured run(const std::vector<std::string>& argv) {
+Measured run(const std::vector<std::string>& argv, bool capture = false) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   auto t0 = std::chrono::steady_clock::now();
+  // output to a file, not a pipe: the supervisor `lanes up` leaves running
+  // would hold a pipe open
+  std::string out_path = "/tmp/lanes-bench-out-" + std::to_string(::getpid());
   pid_t pid = ::fork();
   if (pid == 0) {
     int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
+    int out = capture ? ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600) : devnull;
+    ::dup2(out, 1);
+    ::dup2(devnull, 2);
     ::execvp(args[0], args.data());
     _exit(127);
   }
+  Measured m;
   int st = 0;
   rusage ru{};
   ::wait4(pid, &st, 0, &ru);
-  Measured m;
+  if (capture) {
+    std::ifstream in(out_path);
+    m.out.assign(std::istreambuf_iterator<char>(in), {});
+    ::unlink(out_path.c_str());
+  }
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   m.maxrss_kb = ru.ru_maxrss;
   m.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -53,6 +73,56 @@ Measured run(const std::vector<std::string>& argv) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// A /proc/meminfo field in kB.
+long meminfo_kb(const std::string& field) {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  return 0;
+}
+long kernel_kb() {
+  return meminfo_kb("Slab") + meminfo_kb("Percpu") + meminfo_kb("KernelStack") + meminfo_kb("PageTables");
+}
+
+// Memory (PSS, kB) of ROOT and its descendants, summed by program name.
+std::map<std::string, std::pair<int, long>> rss_of_tree(pid_t root) {
+  std::map<pid_t, pid_t> parent;
+  std::map<pid_t, std::string> comm;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    std::string n = e.path().filename().string();
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream st(e.path() / "stat");
+    std::string line;
+    if (!std::getline(st, line)) continue;
+    auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 2 > line.size()) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    pid_t pid = std::stoi(n);
+    parent[pid] = ppid;
+    comm[pid] = line.substr(open + 1, close - open - 1);
+  }
+  std::map<std::string, std::pair<int, long>> out;
+  for (const auto& [pid, pp] : parent) {
+    pid_t p = pid;
+    while (p > 1 && p != root) p = parent.count(p) ? parent[p] : 0;
+    if (p != root) continue;
+    // PSS: each shared page counted once over the processes that map it
+    // (RSS would count libstdc++ and libnl once per daemon)
+    std::ifstream status("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    long kb = 0;
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("Pss:", 0) == 0) kb = std::stol(line.substr(4));
+    auto& slot = out[comm[pid]];
+    ++slot.first;
+    slot.second += kb;
+  }
+  return out;
 }
 
 }  // namespace
@@ -71,11 +141,27 @@ int main(int argc, char** argv) {
   auto topo = lanes::testbed::load_topology(topo_file);
   lanes::testbed::RunRegistry reg;
 
-  std::vector<double> up, down;
+  std::vector<double> up, objects, daemons, converged, down;
   long peak = 0;
+  std::map<std::string, std::pair<int, long>> rss;  // of the last run
+  long kernel_added_kb = 0;
+  size_t hosts = topo.count(lanes::testbed::NodeKind::host);
   for (int i = 0; i < runs; ++i) {
     std::string id = reg.new_id();
-    auto u = run({lanes, "up", topo_file, "--run-id", id});
+    long kernel_before = kernel_kb();
+    auto u = run({lanes, "up", topo_file, "--run-id", id, "--wait", "600s", "--json"}, true);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(u.out);
+    } catch (const std::exception&) {
+    }
+    if (u.status == 0 && j.contains("converged")) {
+      objects.push_back(j["timings_ms"]["total"].get<double>() / 1000);
+      daemons.push_back(j["timings_ms"]["switches"].get<double>() / 1000);
+      converged.push_back(j["converged"]["after_ms"].get<double>() / 1000);
+      kernel_added_kb = kernel_kb() - kernel_before;
+      for (const auto& sup : lanes::testbed::find_supervisors(id, reg.base())) rss = rss_of_tree(sup.first);
+    }
     auto d = run({lanes, "down", id});
     if (u.status != 0 || d.status != 0) {
       std::fprintf(stderr, "lanes up/down failed (%d/%d)\n", u.status, d.status);
@@ -102,6 +188,15 @@ int main(int argc, char** argv) {
       for (const auto& l : topo.links)
         links << "link add " << l.a.ifname << " netns " << pre << topo.nodes[l.a.node].name << " type veth peer name "
               << l.b.ifname << " netns " << pre << topo.nodes[l.b.node].name << "\n";
+      // job containers: a namespace and a veth pair per NIC
+      for (const auto& n : topo.nodes) {
+        if (n.kind != lanes::testbed::NodeKind::host || !n.job) continue;
+        ns << "netns add " << pre << n.name << ".job\n";
+        del << "netns del " << pre << n.name << ".job\n";
+        for (size_t k = 0; k < n.nics.size(); ++k)
+          links << "link add jnic" << k << " netns " << pre << n.name << " type veth peer name eth" << k << " netns "
+                << pre << n.name << ".job\n";
+      }
     }
     // `ip -n NS -batch` runs every line inside NS; "link add ... netns X"
     // then moves both ends where they belong.
@@ -117,15 +212,29 @@ int main(int argc, char** argv) {
     floor_s.push_back(s);
   }
 
-  double mu = median(up), md = median(down), mf = median(floor_s);
-  std::printf("topology %s: %zu namespaces, %zu veth pairs, %d runs\n", topo.name.c_str(),
-              topo.nodes.size(), topo.links.size(), runs);
-  std::printf("  lanes up    median %7.3f s   (min %.3f, max %.3f)\n", mu,
+  double mo = median(objects), mu = median(up), md = median(down), mf = median(floor_s);
+  std::printf("topology %s: %zu namespaces + %zu job containers, %zu veth pairs, %zu hosts, %d runs\n",
+              topo.name.c_str(), topo.nodes.size(), hosts, topo.links.size(), hosts, runs);
+  std::printf("  objects up        median %7.3f s\n", mo);
+  std::printf("  daemons ready     median %7.3f s  (after the objects)\n", median(daemons));
+  std::printf("  BGP converged     median %7.3f s  (after the daemons)\n", median(converged));
+  std::printf("  lanes up --wait   median %7.3f s   (min %.3f, max %.3f)\n", mu,
               *std::min_element(up.begin(), up.end()), *std::max_element(up.begin(), up.end()));
-  std::printf("  lanes down  median %7.3f s   (min %.3f, max %.3f)\n", md,
+  std::printf("  lanes down        median %7.3f s   (min %.3f, max %.3f)\n", md,
               *std::min_element(down.begin(), down.end()), *std::max_element(down.begin(), down.end()));
-  std::printf("  ip -batch floor (namespaces + veths only) median %.3f s\n", mf);
-  std::printf("  ratio lanes up / floor: %.2fx\n", mf > 0 ? mu / mf : 0.0);
+  std::printf("  ip -batch floor (namespaces, containers, veths) median %.3f s\n", mf);
+  std::printf("  ratio objects up / floor: %.2fx\n", mf > 0 ? mo / mf : 0.0);
   std::printf("  peak RSS of lanes up: %.1f MiB\n", peak / 1024.0);
+  long total = 0;
+  for (const auto& [name, v] : rss) total += v.second;
+  std::printf("  memory of the run's daemons (PSS): %.1f MiB in all", total / 1024.0);
+  if (hosts) std::printf(", %.2f MiB per host", total / 1024.0 / static_cast<double>(hosts));
+  std::printf("\n");
+  for (const auto& [name, v] : rss)
+    std::printf("    %-18s %5d processes %9.1f MiB  (%.2f MiB each)\n", name.c_str(), v.first, v.second / 1024.0,
+                v.second / 1024.0 / v.first);
+  std::printf("  kernel memory the run added (slab, per-CPU, stacks, page tables): %.1f MiB", kernel_added_kb / 1024.0);
+  if (hosts) std::printf(", %.2f MiB per host", kernel_added_kb / 1024.0 / static_cast<double>(hosts));
+  std::printf("\n");
   return 0;
 }
