@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
   std::optional<Clock::time_point> reconcile_at;
   Clock::time_point next_try = Clock::now(), next_state = Clock::now(), next_originate = Clock::now();
   std::vector<std::string> to_originate;  // aggregates gobgpd has not taken yet
+  Clock::time_point last_rib_event = Clock::now();
   uint64_t gobgpd_losses = 0, events = 0;
   bool connected = false;
 
@@ -186,6 +187,7 @@ int main(int argc, char** argv) {
       save();
       return;
     }
+    last_rib_event = Clock::now();
     for (const auto& [prefix, nhs] : paths) {
       if (nhs.empty()) rib.erase(prefix);
       else rib[prefix] = nhs;
@@ -268,9 +270,11 @@ int main(int argc, char** argv) {
     }
     if (Clock::now() >= next_state) {
       // the sessions that are up (asked of gobgpd, a process each time):
-      // every second while stale, when they decide the reconcile; else
-      // every 5 s, for a restarted agent to know whom to wait for
-      next_state = Clock::now() + std::chrono::seconds(agent.stale() ? 1 : 5);
+      // every second while stale or while the RIB moved in the last 10 s
+      // (sessions coming and going: whom a restarted gobgpd must give back
+      // before the reconcile), else every 5 s
+      bool moving = Clock::now() - last_rib_event < std::chrono::seconds(10);
+      next_state = Clock::now() + std::chrono::seconds(agent.stale() || moving ? 1 : 5);
       if (connected)
         if (auto est = established(g)) up_now = *est;
       save();

@@ -89,6 +89,17 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
           fmt::format("lanes-{}-*: no owner record, so nothing proves lanes made it; not touched", id));
       continue;
     }
+    // being made or removed right now (its .new- or .gone- directory): not orphaned
+    std::error_code busy_ec;
+    if (std::filesystem::exists(o->state_dir + "/" + RunRegistry::kNewPrefix + id, busy_ec) ||
+        std::filesystem::exists(o->state_dir + "/" + RunRegistry::kGonePrefix + id, busy_ec)) {
+      plan.left_alone.push_back(fmt::format("run {} is being created or removed; not touched", id));
+      continue;
+    }
+    if (o->state_dir == reg.base() && reg.exists(id)) {
+      plan.left_alone.push_back(fmt::format("run {} appeared since this clean looked; not touched", id));
+      continue;
+    }
     if (o->state_dir != reg.base() && RunRegistry(o->state_dir, reg.owners()).exists(id)) {
       plan.left_alone.push_back(fmt::format(
           "run {} belongs to state dir {}; not touched (LANES_STATE_DIR={} lanes clean)", id, o->state_dir,

@@ -313,6 +313,7 @@ Status RunRegistry::remove_dir(const std::string& id) const {
       if (e.path().filename() != "lock") std::filesystem::remove_all(e.path(), ec);
     if (ec == std::errc::no_such_file_or_directory) ec.clear();
     if (!ec) {
+      release(id);  // before the last trace goes: no moment with a record and no directory
       ::unlink((gone + "/lock").c_str());
       if (::rmdir(gone.c_str()) != 0 && errno != ENOENT) ec = std::error_code(errno, std::generic_category());
     }

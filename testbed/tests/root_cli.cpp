@@ -224,7 +224,9 @@ TEST_CASE("lanes clean beside ups and downs of the same state dir never fails an
   // CI once saw a clean take a run in creation for a dead one and exit 1
   // when it could not lock it
   require_root();
-  OwnStateDir state("clean-beside");
+  // half the runs in the clean's state dir, half in another: a run of
+  // another state dir going down once looked orphaned for a moment
+  OwnStateDir state("clean-beside"), other("clean-beside-other");
   const std::string lanes = state.env() + lanes_bin();
   std::atomic<bool> done{false};
   std::atomic<int> cleans{0};
@@ -238,14 +240,15 @@ TEST_CASE("lanes clean beside ups and downs of the same state dir never fails an
   });
   int up_failures = 0, down_failures = 0;
   for (int i = 0; i < 12; ++i) {
-    auto up = run_command(lanes + " up " + topology("laptop.xml") + " --json");
+    const std::string cmd = (i % 2 ? other.env() : state.env()) + lanes_bin();
+    auto up = run_command(cmd + " up " + topology("laptop.xml") + " --json");
     if (up.status != 0) {
       ++up_failures;
       UNSCOPED_INFO("up: " << up.out);
       continue;
     }
     std::string id = run_id_of(up.out);
-    if (run_command(lanes + " down " + id).status != 0) ++down_failures;
+    if (run_command(cmd + " down " + id).status != 0) ++down_failures;
   }
   done = true;
   cleaner.join();
