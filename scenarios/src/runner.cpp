@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "lanes/hostnet/hostnet.hpp"
+#include "lanes/testbed/convergence.hpp"
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/process.hpp"
@@ -471,39 +472,23 @@ class PhaseRun {
   void converge(const Step& st) {
     auto t = st.duration("timeout", milliseconds(60'000));
     auto start = Clock::now();
-    std::vector<std::string> hosts;
-    for (const auto& n : topo_.nodes)
-      if (n.kind == tb::NodeKind::host && n.job) hosts.push_back(n.name);
+    // read from the switches' kernels: one route and nexthop dump per
+    // switch and poll, however many hosts (tb::check_convergence)
     std::string missing;
     bool ok = eventually(
         [&] {
-          for (const auto& h : hosts)
-            if (group(h).second.size() != N(h).nics.size()) {
-              missing = h + "'s task IP does not have a next hop per NIC at its rack switch";
-              return false;
-            }
-          // with several racks: every rack switch reaches every other rack's task block
-          if (topo_.racks.size() > 1)
-            for (const auto& r : topo_.racks) {
-              std::set<std::string> have;
-              if (auto routes = live_->tb().netlink(r.switch_node).route_entries(AF_INET))
-                for (const auto& e : routes.value()) have.insert(e.dst);
-              for (const auto& other : topo_.racks)
-                if (&r != &other && !have.count(other.block4.to_string())) {
-                  missing = fmt::format("{} has no route to rack {}'s block {}",
-                                        topo_.nodes[static_cast<size_t>(r.switch_node)].name, other.name,
-                                        other.block4.to_string());
-                  return false;
-                }
-            }
-          return true;
+          auto c = tb::check_convergence(topo_, [&](int n) -> tb::Netlink& { return live_->tb().netlink(n); });
+          missing = c.first_missing;
+          return c.done();
         },
         t, milliseconds(100));
     double took = std::chrono::duration<double>(Clock::now() - start).count();
     Assertion a;
     a.name = "converge";
     a.line = st.line;
-    a.expected = fmt::format("every task IP reaches all its NICs within {:.0f} s", t.count() / 1000.0);
+    a.expected = fmt::format(
+        "every task IP (IPv4 and IPv6) reaches all its NICs and every switch every rack within {:.0f} s",
+        t.count() / 1000.0);
     a.measured = ok ? fmt::format("{:.2f} s", took) : "not after " + fmt::format("{:.0f} s", took);
     a.passed = ok;
     if (!ok) a.message = missing;

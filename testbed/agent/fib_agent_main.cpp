@@ -50,14 +50,17 @@ struct Gobgp {
 // Neighbors that are Established and have sent at least one path (their
 // Adj-RIB-In is not empty) or have been up for two seconds: a session that
 // just came back counts once its updates are in, not at the OPEN, and one
-// that announces nothing (or withdrew everything) still counts.
-std::optional<std::set<std::string>> established(const Gobgp& g) {
+// that announces nothing (or withdrew everything) still counts. CONFIGURED,
+// if given, gets every neighbor gobgpd is configured with.
+std::optional<std::set<std::string>> established(const Gobgp& g, std::set<std::string>* configured = nullptr) {
   auto r = g.run({"neighbor", "-j"});
   if (!r || r.value().status != 0) return std::nullopt;
   std::set<std::string> out;
   try {
     auto j = nlohmann::json::parse(r.value().out);
+    if (configured) configured->clear();
     for (const auto& n : j) {
+      if (configured) configured->insert(n["conf"].value("neighbor_address", ""));
       if (n["state"].value("session_state", 0) != 6) continue;
       uint64_t received = 0;
       for (const auto& af : n.value("afi_safis", nlohmann::json::array()))
@@ -144,6 +147,7 @@ int main(int argc, char** argv) {
   bool dump_pending = false;
   std::map<std::string, std::vector<std::string>> rib;  // as of the last line read
   std::set<std::string> up_now;
+  std::set<std::string> neighbors;  // every neighbor gobgpd is configured with
   Clock::time_point stale_since = Clock::now();
   std::optional<Clock::time_point> reconcile_at;
   Clock::time_point next_try = Clock::now(), next_state = Clock::now(), next_originate = Clock::now();
@@ -167,7 +171,13 @@ int main(int argc, char** argv) {
     connected = false;
     reconcile_at.reset();
     ++gobgpd_losses;
+    // whom the returning gobgpd must give back before the reconcile: the
+    // sessions last seen up, and every neighbor whose path is in the RIB
+    // (one that came up since the last look is in the RIB already)
     if (!up_now.empty()) expected = up_now;
+    for (const auto& [prefix, nhs] : rib)
+      for (const auto& nh : nhs)
+        if (neighbors.count(nh)) expected.insert(nh);
     agent.set_stale(true);
     stale_since = Clock::now();
     lg::warn("lost gobgpd; routes kept as stale until its sessions are back");
@@ -276,7 +286,7 @@ int main(int argc, char** argv) {
       bool moving = Clock::now() - last_rib_event < std::chrono::seconds(10);
       next_state = Clock::now() + std::chrono::seconds(agent.stale() || moving ? 1 : 5);
       if (connected)
-        if (auto est = established(g)) up_now = *est;
+        if (auto est = established(g, &neighbors)) up_now = *est;
       save();
     }
   }

@@ -295,6 +295,34 @@ TEST_CASE("gobgpd killed during an ingress transfer: groups stay until sessions 
   CHECK(recorded);
 }
 
+TEST_CASE("gobgpd killed the moment its last session came up: the FIB agent waits for that one too", "[root]") {
+  // the agent learnt whom to wait for from a once-a-second look at the
+  // sessions: one that came up since was not waited for, and the reconcile
+  // dropped its next hop (the group fell to 3 of 4, then came back)
+  ScopedRun run(topology("laptop.xml"), true);
+  StandIn h1(run, "h1");
+  auto& sw = run.tb().netlink(run.node("r1-tor"));
+  REQUIRE(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 4; }, kBgpWait,
+                     std::chrono::milliseconds(5)));
+  pid_t gobgpd = daemon_pid(run, "r1-tor", "gobgpd");
+  REQUIRE(gobgpd > 0);
+  ::kill(gobgpd, SIGKILL);
+  size_t min_members = 4;
+  bool back = eventually([&] {
+    min_members = std::min(min_members, group_members(sw, "198.19.0.1/32").size());
+    return rib_nexthops(run, "r1-tor", "198.19.0.1/32").size() == 4;
+  }, std::chrono::seconds(40), std::chrono::milliseconds(20));
+  CHECK(back);
+  // the reconcile comes once every expected session is back: watch past it
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    min_members = std::min(min_members, group_members(sw, "198.19.0.1/32").size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(min_members == 4);
+  CHECK(group_members(sw, "198.19.0.1/32").size() == 4);
+}
+
 TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root]") {
   lanes::test::require_root();
   RunRegistry reg;
