@@ -176,7 +176,9 @@ int main(int argc, char** argv) {
   // every veth created inside the first switch's namespace (never the root one)
   std::vector<double> floor_s;
   for (int i = 0; i < runs; ++i) {
-    std::string pre = "lanes-" + reg.new_id() + "-";  // `lanes clean` finds these if we die
+    // no owner record: if we die, `lanes clean` leaves these alone
+    // (`ip netns del` them by name)
+    std::string pre = "lanes-" + reg.new_id() + "-";
     std::string nsb = "/tmp/lanes-bench-ns.batch", lb = "/tmp/lanes-bench-links.batch",
                 db = "/tmp/lanes-bench-del.batch";
     {

@@ -39,6 +39,9 @@ CleanTarget target(const RunRegistry& reg, const std::string& id, std::string wh
   return t;
 }
 
+// The lanes process that claimed a run id is still the one running.
+bool creator_alive(const OwnerRecord& o) { return o.pid > 0 && process_start_time(o.pid) == o.start_time; }
+
 }  // namespace
 
 CleanPlan plan_clean(const RunRegistry& reg, bool all) {
@@ -117,7 +120,7 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
     if (RunRegistry::locked(path + "/lock")) continue;
     if (name.rfind(RunRegistry::kNewPrefix, 0) == 0) {
       auto o = reg.owner_of(name.substr(std::strlen(RunRegistry::kNewPrefix)));
-      if (o && o->pid > 0 && process_start_time(o->pid) == o->start_time) continue;
+      if (o && creator_alive(*o)) continue;
     } else if (!std::filesystem::exists(path + "/lock")) {
       std::error_code empty_ec;
       if (!std::filesystem::is_empty(path, empty_ec) || empty_ec) continue;  // a remover between its last two steps
@@ -129,8 +132,7 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
     if (seen.count(id)) continue;
     auto o = reg.owner_of(id);
     if (!o) continue;  // unreadable: maybe being written
-    bool creator_alive = o->pid > 0 && process_start_time(o->pid) == o->start_time;
-    if (!creator_alive && !RunRegistry(o->state_dir, reg.owners()).exists(id) &&
+    if (!creator_alive(*o) && !RunRegistry(o->state_dir, reg.owners()).exists(id) &&
         list_netns(RunRegistry::netns_prefix(id)).empty())
       plan.stale_records.push_back(id);
   }

@@ -321,7 +321,6 @@ Status RunRegistry::remove_dir(const std::string& id) const {
     ::usleep(20000);
   }
   if (ec) return std::system_error(ec, "removing " + gone);
-  release(id);
   return {};
 }
 

@@ -128,7 +128,8 @@ class RunRegistry {
   bool exists(const std::string& id) const;
   Result<RunState> load(const std::string& id) const;
   Status save(const RunState& s) const;
-  // Removes the run's directory, then its owner record.
+  // Removes the run's directory (renamed out of sight first) and its owner
+  // record, the record before the directory's last trace.
   Status remove_dir(const std::string& id) const;
   // A fresh random id that no run and no namespace uses.
   std::string new_id() const;
