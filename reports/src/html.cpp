@@ -210,8 +210,11 @@ std::string figure_text(const WorkloadResult& w) {
   if (w.type == "probe")
     return fmt::format("longest blackout {:.0f} ms ({}) · {} probes lost", d("blackout_ms"),
                        f.value("worst_path", std::string("-")), f.value("lost", 0));
-  return fmt::format("{} connections · {} errors · p50 {:.2f} ms · p99 {:.2f} ms · {:.2f} s", f.value("connections", 0),
-                     f.value("connection_errors", 0), d("p50_ms"), d("p99_ms"), d("seconds"));
+  std::string setup = f.contains("connect_p99_ms")
+                          ? fmt::format(" · connect p50 {:.2f} ms · p99 {:.2f} ms", d("connect_p50_ms"), d("connect_p99_ms"))
+                          : "";
+  return fmt::format("{} connections · {} errors · p50 {:.2f} ms · p99 {:.2f} ms{} · {:.2f} s", f.value("connections", 0),
+                     f.value("connection_errors", 0), d("p50_ms"), d("p99_ms"), setup, d("seconds"));
 }
 
 void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {

@@ -6,17 +6,19 @@
 //       accepts flows until N have finished (or SIGTERM); prints one JSON
 //       object: per flow the bytes verified and whether it was complete.
 //   lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S]
-//                      [--bind ADDR] [--interval-ms 100]
+//                      [--bind ADDR] [--interval-ms 100] [--wait-go]
 //       sends F flows of N bytes each (or, with --total T, F flows that share
 //       T bytes chunk by chunk); prints per flow bytes, seconds,
-//       retransmits and errors, and the bytes per interval.
+//       retransmits and errors, and the bytes per interval. --wait-go: as fetch.
 //   lanes-traffic serve --port P [--seed S]
 //       answers requests {magic, id, length} with LENGTH pattern bytes of
 //       flow ID, on each connection until the client closes it (SIGTERM ends).
 //   lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N
 //       opens C connections at the same moment; each sends R requests of N
 //       bytes one after another and verifies every answer; prints connection
-//       failures, request latency percentiles and the time until all are done.
+//       failures, request latency percentiles and the time until all are done,
+//       and connection-setup times (connect() to established). With
+//       --wait-go it starts only on SIGUSR1 (lanes' go for a burst).
 //   lanes-traffic probe-recv --port P
 //       counts sequence-numbered UDP probes per path until SIGTERM; prints per
 //       path the probes received, lost and the longest gap between arrivals.
@@ -36,6 +38,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <iostream>
 #include <algorithm>
@@ -73,6 +76,31 @@ std::optional<std::string> arg(int argc, char** argv, const std::string& name) {
   for (int i = 2; i + 1 < argc; ++i)
     if (argv[i] == name) return std::string(argv[i + 1]);
   return std::nullopt;
+}
+bool has_flag(int argc, char** argv, const std::string& name) {
+  for (int i = 2; i < argc; ++i)
+    if (argv[i] == name) return true;
+  return false;
+}
+
+// --wait-go: lanes started this process with SIGUSR1 blocked and sends it
+// to every process of a burst once all are running, so that a thousand of
+// them start at one moment, not over the seconds it took to start them.
+// false: SIGTERM came first.
+bool wait_for_go(int argc, char** argv) {
+  if (!has_flag(argc, argv, "--wait-go")) return true;
+  sigset_t go;
+  sigemptyset(&go);
+  sigaddset(&go, SIGUSR1);
+  sigaddset(&go, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &go, nullptr);
+  if (g_stop) return false;  // a SIGTERM before the mask was set
+  int sig = 0;
+  ::sigwait(&go, &sig);
+  if (sig == SIGTERM) return false;
+  sigdelset(&go, SIGUSR1);
+  ::sigprocmask(SIG_UNBLOCK, &go, nullptr);
+  return true;
 }
 
 bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& len) {
@@ -248,6 +276,7 @@ int send_main(int argc, char** argv) {
   sockaddr_storage dst{};
   socklen_t dlen = 0;
   if (!target_of(argc, argv, "send", 5301, dst, dlen)) return 2;
+  if (!wait_for_go(argc, argv)) return 1;
   int nflows = std::stoi(arg(argc, argv, "--flows").value_or("1"));
   uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("10000000"));
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
@@ -510,6 +539,13 @@ double percentile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
+// to 0.01 ms: the samples' JSON stays short
+nlohmann::json rounded(const std::vector<double>& v) {
+  nlohmann::json a = nlohmann::json::array();
+  for (double x : v) a.push_back(std::round(x * 100) / 100);
+  return a;
+}
+
 int fetch_main(int argc, char** argv) {
   sockaddr_storage dst{};
   socklen_t dlen = 0;
@@ -520,6 +556,7 @@ int fetch_main(int argc, char** argv) {
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   double timeout_s = std::stod(arg(argc, argv, "--timeout").value_or("120"));
   auto bind_to = arg(argc, argv, "--bind");
+  if (!wait_for_go(argc, argv)) return 1;
   struct Conn {
     int fd = -1;
     int done_requests = 0;
@@ -530,7 +567,7 @@ int fetch_main(int argc, char** argv) {
     Clock::time_point req_start;
   };
   std::vector<Conn> conns(static_cast<size_t>(nconns));
-  std::vector<double> latencies_ms;
+  std::vector<double> latencies_ms, connect_ms;
   int ep = ::epoll_create1(EPOLL_CLOEXEC);
   auto t0 = Clock::now();
   int open = 0;
@@ -572,6 +609,8 @@ int fetch_main(int argc, char** argv) {
         continue;
       }
       if (!c.req_sent && (evs[k].events & EPOLLOUT)) {
+        if (!c.connected)  // SYN to established: the handshake, with any SYN the network lost
+          connect_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         c.connected = true;
         c.id = static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
         Header h{kReqMagic, c.id, bytes};
@@ -651,6 +690,14 @@ int fetch_main(int argc, char** argv) {
                                {{"p50", percentile(latencies_ms, 0.50)},
                                 {"p99", percentile(latencies_ms, 0.99)},
                                 {"max", percentile(latencies_ms, 1.0)}}},
+                              {"connect_ms",
+                               {{"p50", percentile(connect_ms, 0.50)},
+                                {"p99", percentile(connect_ms, 0.99)},
+                                {"max", percentile(connect_ms, 1.0)}}},
+                              // every sample, so that lanes' percentiles over
+                              // many fetchers are true percentiles
+                              {"latency_samples_ms", rounded(latencies_ms)},
+                              {"connect_samples_ms", rounded(connect_ms)},
                               {"errors", errors}}
                    .dump()
             << "\n";
@@ -789,11 +836,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
-               "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] "
+               "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] [--wait-go] "
                "[--interval-ms MS]\n"
                "       lanes-traffic serve --port P [--seed S]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "
-               "[--timeout SECONDS]\n"
+               "[--timeout SECONDS] [--wait-go]\n"
                "       lanes-traffic probe-recv --port P\n"
                "       lanes-traffic probe-send --to ADDR --port P --paths N --rate HZ [--bind A,B,...] "
                "[--seconds S]\n";

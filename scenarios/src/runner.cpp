@@ -253,6 +253,8 @@ struct Running {
   double start_s = 0;
   std::vector<Proc> servers;  // receivers, serve, probe-recv: stopped or awaited after the clients
   std::vector<Proc> clients;
+  std::vector<std::string> hosts;  // a checkpoint's hosts, in the order of servers and clients
+  double started_in_s = 0;  // a burst: the time it took to start its clients before their go
   bool finished = false;
 };
 
@@ -364,6 +366,95 @@ class PhaseRun {
   std::pair<uint32_t, std::vector<uint32_t>> group(const std::string& host) {
     return live_->tb().netlink(switch_of(host)).route_group(task_prefix(host));
   }
+  // The job hosts a step acts on: host="..." or every job host of rack="...".
+  std::vector<std::string> hosts_of(const Step& st) const {
+    if (st.has("host")) return {st.str("host")};
+    std::vector<std::string> out;
+    for (const auto& r : topo_.racks)
+      if (r.name == st.str("rack"))
+        for (int h : r.hosts)
+          if (topo_.nodes[static_cast<size_t>(h)].job) out.push_back(topo_.nodes[static_cast<size_t>(h)].name);
+    return out;
+  }
+  // Each host's group members as its switch holds them: one route dump and
+  // one nexthop dump per switch, however many hosts.
+  std::map<std::string, std::vector<uint32_t>> groups(const std::vector<std::string>& hosts) {
+    if (hosts.size() == 1) return {{hosts[0], group(hosts[0]).second}};
+    std::map<int, std::vector<std::string>> by_switch;
+    for (const auto& h : hosts) by_switch[switch_of(h)].push_back(h);
+    std::map<std::string, std::vector<uint32_t>> out;
+    for (const auto& [sw, hs] : by_switch) {
+      auto& nl = live_->tb().netlink(sw);
+      auto routes = nl.route_entries(AF_INET);
+      auto nhs = nl.nexthops();
+      std::map<std::string, uint32_t> nh_of;
+      std::map<uint32_t, std::vector<uint32_t>> members;
+      if (routes)
+        for (const auto& r : routes.value()) nh_of[r.dst] = r.nh_id;
+      if (nhs)
+        for (const auto& n : nhs.value())
+          for (auto [id, w] : n.members) members[n.id].push_back(id);
+      for (const auto& h : hs) {
+        auto it = nh_of.find(task_prefix(h));
+        out[h] = it == nh_of.end() || !it->second ? std::vector<uint32_t>{} : members[it->second];
+      }
+    }
+    return out;
+  }
+  // Each host's group's buckets (bucket index → nexthop id): one route
+  // dump and one bucket dump per switch.
+  std::map<std::string, std::vector<uint32_t>> buckets_of(const std::vector<std::string>& hosts) {
+    if (hosts.size() == 1) return {{hosts[0], buckets(hosts[0])}};
+    std::map<int, std::vector<std::string>> by_switch;
+    for (const auto& h : hosts) by_switch[switch_of(h)].push_back(h);
+    std::map<std::string, std::vector<uint32_t>> out;
+    for (const auto& [sw, hs] : by_switch) {
+      auto& nl = live_->tb().netlink(sw);
+      auto routes = nl.route_entries(AF_INET);
+      auto all = nl.all_nexthop_buckets();
+      if (!routes) throw StepError(routes.error().what());
+      if (!all) throw StepError(all.error().what());
+      std::map<std::string, uint32_t> nh_of;
+      for (const auto& r : routes.value()) nh_of[r.dst] = r.nh_id;
+      for (const auto& h : hs) {
+        auto it = nh_of.find(task_prefix(h));
+        if (it != nh_of.end() && all.value().count(it->second)) out[h] = all.value().at(it->second);
+        else out[h] = {};
+      }
+    }
+    return out;
+  }
+  // Sets NIC of every host up or down, all at once: a link change waits in
+  // the kernel for an RCU grace period (the qdisc's deactivation), which on
+  // two busy cores takes about 140 ms; one after another, 64 NICs took 9 s.
+  void set_nics(const std::vector<std::string>& hosts, int nic, bool up) {
+    std::vector<std::pair<int, int>> at;  // node, ifindex (resolved here: the cache is not shared)
+    for (const auto& h : hosts) {
+      auto idx = live_->tb().ifindex(node(h), nic_link(h, nic).b.ifname);
+      if (!idx) throw StepError(idx.error().what());
+      at.push_back({node(h), idx.value()});
+    }
+    std::vector<std::string> errors(hosts.size());
+    constexpr size_t kAtOnce = 64;
+    for (size_t from = 0; from < hosts.size(); from += kAtOnce) {
+      std::vector<std::thread> ts;
+      for (size_t i = from; i < std::min(hosts.size(), from + kAtOnce); ++i)
+        ts.emplace_back([&, i] {
+          const auto& ifname = nic_link(hosts[i], nic).b.ifname;
+          if (auto s = live_->tb().netlink(at[i].first).set_link_up(at[i].second, up, ifname); !s)
+            errors[i] = s.error().what();
+        });
+      for (auto& t : ts) t.join();
+    }
+    for (const auto& e : errors)
+      if (!e.empty()) throw StepError(e);
+  }
+  // true when every host's group has COUNT members
+  bool all_members(const std::vector<std::string>& hosts, size_t count) {
+    for (const auto& [h, m] : groups(hosts))
+      if (m.size() != count) return false;
+    return true;
+  }
   std::vector<uint32_t> buckets(const std::string& host) {
     auto [g, m] = group(host);
     if (!g) return {};
@@ -385,15 +476,22 @@ class PhaseRun {
     for (const auto& st : ph_.steps) {
       for (const char* k : {"host", "victim", "rogue", "from", "to"})
         if (st.has(k) && job_host(st.str(k))) out.insert(st.str(k));
+      if (st.has("rack"))
+        for (const auto& h : hosts_of(st)) out.insert(h);
       if (st.element == "workload" && st.type == "bootstrap") {
+        // a burst's figures come from its fetchers, not the NIC counters:
+        // they are sampled for the report's charts up to 32 hosts, not a
+        // fleet's thousand namespaces ten times a second
+        std::set<std::string> burst;
         if (st.has("hosts")) {
           std::stringstream ss(st.str("hosts"));
           for (std::string h; std::getline(ss, h, ',');)
-            if (job_host(h)) out.insert(h);
+            if (job_host(h)) burst.insert(h);
         } else {
           for (const auto& n : topo_.nodes)
-            if (n.kind == tb::NodeKind::host && n.job) out.insert(n.name);
+            if (n.kind == tb::NodeKind::host && n.job) burst.insert(n.name);
         }
+        if (burst.size() <= 32) out.insert(burst.begin(), burst.end());
       }
     }
     return out;
@@ -412,10 +510,12 @@ class PhaseRun {
     sampler_.emplace(std::move(nics), t0_, opt_.progress);
   }
 
-  tb::Daemon start_proc(const std::string& what, int fd, std::vector<std::string> argv, const std::string& out) {
+  tb::Daemon start_proc(const std::string& what, int fd, std::vector<std::string> argv, const std::string& out,
+                        bool hold_for_go = false) {
     tb::ProcessSpec spec{what, std::move(argv)};
     spec.netns_fd = fd;
     spec.log_path = out;
+    spec.hold_sigusr1 = hold_for_go;
     std::error_code ec;
     std::filesystem::remove(out, ec);
     auto d = tb::Daemon::start(spec);
@@ -561,31 +661,58 @@ class PhaseRun {
     std::string seed = std::to_string(opt_.seed);
     const std::string& t = st.type;
     if (t == "checkpoint-save" || t == "checkpoint-restore") {
+      // one transfer per host (rack="..." : every job host of the rack at
+      // once); servers[i] and clients[i] are host i's receiver and sender.
+      // A save from several hosts into one server listens on a port each.
       bool save = t == "checkpoint-save";
-      std::string host = st.str("host"), server = st.str("server");
-      int flows = st.integer("flows", 16);
-      int rfd = save ? ns_fd(server) : job_fd(host), sfd = save ? job_fd(host) : ns_fd(server);
-      std::string to = save ? server_addr(server) : N(host).job->task_ip4.to_string();
-      w.servers.push_back({"recv", start_proc("lanes-traffic recv", rfd,
-                                              {traffic(), "recv", "--port", std::to_string(port), "--flows",
-                                               std::to_string(flows), "--seed", seed},
-                                              base + ".recv.json"),
-                           base + ".recv.json"});
-      wait_listening(rfd, port, false, save ? server : host + "'s job");
-      w.start_s = now_s();
-      w.clients.push_back({"send", start_proc("lanes-traffic send", sfd,
-                                              {traffic(), "send", "--to", to, "--port", std::to_string(port),
-                                               "--flows", std::to_string(flows), "--total",
-                                               std::to_string(st.bytes("bytes")), "--seed", seed},
-                                              base + ".send.json"),
-                           base + ".send.json"});
-    } else if (t == "ingest" || t == "bootstrap") {
       std::string server = st.str("server");
-      w.servers.push_back({"serve", start_proc("lanes-traffic serve", ns_fd(server),
-                                               {traffic(), "serve", "--port", std::to_string(port), "--seed", seed},
-                                               base + ".serve.json"),
-                           base + ".serve.json"});
-      wait_listening(ns_fd(server), port, false, server);
+      int flows = st.integer("flows", 16);
+      auto hosts = hosts_of(st);
+      w.hosts = hosts;
+      if (save && hosts.size() > 1) next_port_ += static_cast<int>(hosts.size()) - 1;
+      auto file = [&](const char* role, size_t i) {
+        return hosts.size() == 1 ? fmt::format("{}.{}.json", base, role) : fmt::format("{}.{}-{}.json", base, role, hosts[i]);
+      };
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        int p = save ? port + static_cast<int>(i) : port;
+        int rfd = save ? ns_fd(server) : job_fd(hosts[i]);
+        w.servers.push_back({"recv", start_proc("lanes-traffic recv", rfd,
+                                                {traffic(), "recv", "--port", std::to_string(p), "--flows",
+                                                 std::to_string(flows), "--seed", seed},
+                                                file("recv", i)),
+                             file("recv", i)});
+      }
+      for (size_t i = 0; i < hosts.size(); ++i)
+        wait_listening(save ? ns_fd(server) : job_fd(hosts[i]), save ? port + static_cast<int>(i) : port, false,
+                       save ? server : hosts[i] + "'s job");
+      // the senders start held and get their go together: started one
+      // after another, the first transfers would starve the starting of
+      // the others (64 senders took 8.7 s on 2 cores)
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        int p = save ? port + static_cast<int>(i) : port;
+        std::string to = save ? server_addr(server) : N(hosts[i]).job->task_ip4.to_string();
+        w.clients.push_back({"send", start_proc("lanes-traffic send", save ? job_fd(hosts[i]) : ns_fd(server),
+                                                {traffic(), "send", "--to", to, "--port", std::to_string(p),
+                                                 "--flows", std::to_string(flows), "--total",
+                                                 std::to_string(st.bytes("bytes")), "--seed", seed, "--wait-go"},
+                                                file("send", i), true),
+                             file("send", i)});
+      }
+      w.start_s = now_s();
+      for (auto& c : w.clients) ::kill(c.d.pid(), SIGUSR1);
+    } else if (t == "ingest" || t == "bootstrap") {
+      // a bootstrap's server="ps1,ps2": the hosts take the servers in turn
+      std::vector<std::string> servers;
+      std::stringstream sl(st.str("server"));
+      for (std::string s; std::getline(sl, s, ',');) servers.push_back(s);
+      for (const auto& server : servers) {
+        std::string out = fmt::format("{}.serve-{}.json", base, server);
+        w.servers.push_back({"serve " + server,
+                             start_proc("lanes-traffic serve", ns_fd(server),
+                                        {traffic(), "serve", "--port", std::to_string(port), "--seed", seed}, out),
+                             out});
+      }
+      for (const auto& server : servers) wait_listening(ns_fd(server), port, false, server);
       std::vector<std::string> hosts;
       if (t == "ingest") {
         hosts = {st.str("host")};
@@ -599,24 +726,31 @@ class PhaseRun {
           if (n.kind == tb::NodeKind::host && n.job) hosts.push_back(n.name);
       }
       int workers = t == "ingest" ? st.integer("conns", 32) : st.integer("workers", 256);
-      w.start_s = now_s();
+      // a bootstrap's fetchers start held and get their go together once
+      // all run (starting a thousand processes takes seconds)
+      bool burst = t == "bootstrap";
+      double starting = now_s();
+      w.start_s = starting;
       for (size_t i = 0; i < hosts.size(); ++i) {
         int conns = t == "ingest" ? workers
                                   : workers / static_cast<int>(hosts.size()) +
                                         (static_cast<int>(i) < workers % static_cast<int>(hosts.size()) ? 1 : 0);
         if (conns == 0) continue;
         std::string out = fmt::format("{}.fetch-{}.json", base, hosts[i]);
+        std::vector<std::string> argv = {
+            traffic(), "fetch", "--to", server_addr(servers[i % servers.size()]), "--port", std::to_string(port),
+            "--conns", std::to_string(conns), "--requests",
+            std::to_string(t == "ingest" ? st.integer("requests", 20) : 1), "--bytes",
+            std::to_string(t == "ingest" ? st.bytes("size", 65536) : st.bytes("bytes", 4'000'000)), "--seed", seed,
+            "--timeout", std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)};
+        if (burst) argv.push_back("--wait-go");
         w.clients.push_back(
-            {"fetch " + hosts[i],
-             start_proc("lanes-traffic fetch", job_fd(hosts[i]),
-                        {traffic(), "fetch", "--to", server_addr(server), "--port", std::to_string(port), "--conns",
-                         std::to_string(conns), "--requests",
-                         std::to_string(t == "ingest" ? st.integer("requests", 20) : 1), "--bytes",
-                         std::to_string(t == "ingest" ? st.bytes("size", 65536) : st.bytes("bytes", 4'000'000)),
-                         "--seed", seed, "--timeout",
-                         std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)},
-                        out),
-             out});
+            {"fetch " + hosts[i], start_proc("lanes-traffic fetch", job_fd(hosts[i]), std::move(argv), out, burst), out});
+      }
+      if (burst) {
+        w.start_s = now_s();
+        w.started_in_s = w.start_s - starting;
+        for (auto& c : w.clients) ::kill(c.d.pid(), SIGUSR1);
       }
     } else if (t == "probe") {
       std::string from = st.str("from"), to = st.str("to");
@@ -688,63 +822,50 @@ class PhaseRun {
     json& f = r.figures;
     if (timed_out) f[tb::interrupted() ? "interrupted" : "timed_out"] = true;
     if (st.type == "checkpoint-save" || st.type == "checkpoint-restore") {
-      json s = last_json_line(w.clients[0].out), rv = last_json_line(w.servers[0].out);
-      uint64_t want = st.bytes("bytes");
-      uint64_t sent = s.value("bytes", uint64_t{0}), verified = rv.value("verified_bytes", uint64_t{0});
-      uint64_t retrans = 0;
-      for (const auto& fl : s.value("flows", json::array())) retrans += fl.value("retransmits", uint64_t{0});
-      // per flow: what the sender sent is what the receiver verified
-      std::map<uint64_t, uint64_t> sent_per, got_per;
-      for (const auto& fl : s.value("flows", json::array())) sent_per[fl.value("flow", uint64_t{0})] = fl.value("bytes", uint64_t{0});
-      for (const auto& fl : rv.value("flows", json::array()))
-        got_per[fl.value("flow", uint64_t{0})] += fl.value("verified", uint64_t{0});
-      bool match = sent_per == got_per;
-      bool ok = !s.is_null() && !rv.is_null() && sent == want && verified == want &&
-                rv.value("all_complete", false) && match;
-      f["bytes"] = want;
-      f["sent_bytes"] = sent;
-      f["verified_bytes"] = verified;
-      f["bytes_verified"] = ok;
-      if (!ok)
-        f["verify_note"] = s.is_null() || rv.is_null()
-                               ? std::string("a traffic endpoint printed no result")
-                               : fmt::format("{} of {} bytes sent, {} verified{}", sent, want, verified,
-                                             match ? "" : ", per-flow counts differ");
-      f["flows"] = st.integer("flows", 16);
-      f["connection_errors"] = s.is_null() ? st.integer("flows", 16) : s.value("connection_errors", 0);
-      f["seconds"] = s.value("seconds", 0.0);
-      f["gbps"] = s.value("gbps", 0.0);
-      f["steady_gbps"] = s.value("steady_gbps", 0.0);
-      f["sender_gbps"] = s.value("steady_gbps", 0.0) > 0 ? s.value("steady_gbps", 0.0) : s.value("gbps", 0.0);
-      f["throughput_gbps"] = f["sender_gbps"];  // until the NIC counters give the wire rate (compute_share)
-      f["retransmits"] = retrans;
-      // per flow: bytes, time, retransmits, bytes per 100 ms, and where the
-      // host's BPF datapath placed it (bpf egress modes; by the flow's port
-      // on the far side of the job)
-      auto nics = bpf_flow_nics(st.str("host"), w.port);
-      std::vector<int> per_nic(N(st.str("host")).nics.size(), 0);
-      json flows = json::array();
-      for (const auto& fl : s.value("flows", json::array())) {
-        json x = {{"flow", fl.value("flow", 0)},
-                  {"bytes", fl.value("bytes", uint64_t{0})},
-                  {"seconds", fl.value("seconds", 0.0)},
-                  {"retransmits", fl.value("retransmits", 0)},
-                  {"error", fl.value("error", std::string())},
-                  {"bytes_per_100ms", fl.value("per_interval", json::array())}};
-        auto it = nics.find(fl.value("local_port", 0));
-        if (it != nics.end()) {
-          x["bpf_nic"] = it->second;
-          ++per_nic[static_cast<size_t>(it->second)];
+      if (w.hosts.size() == 1) {
+        f = transfer_figures(w, 0);
+      } else {  // a rack's transfers: their sums, and each host's figures
+        uint64_t want = 0, sent = 0, verified = 0, retrans = 0;
+        int errors = 0;
+        bool ok = true;
+        double secs = 0, gbps = 0;
+        json per_host = json::array(), notes = json::array();
+        for (size_t i = 0; i < w.hosts.size(); ++i) {
+          json x = transfer_figures(w, i);
+          want += x.value("bytes", uint64_t{0});
+          sent += x.value("sent_bytes", uint64_t{0});
+          verified += x.value("verified_bytes", uint64_t{0});
+          retrans += x.value("retransmits", uint64_t{0});
+          errors += x.value("connection_errors", 0);
+          ok = ok && x.value("bytes_verified", false);
+          secs = std::max(secs, x.value("seconds", 0.0));
+          gbps += x.value("sender_gbps", 0.0);
+          if (x.contains("verify_note") && notes.size() < 5) notes.push_back(w.hosts[i] + ": " + x["verify_note"].get<std::string>());
+          per_host.push_back({{"host", w.hosts[i]}, {"seconds", x.value("seconds", 0.0)},
+                              {"verified_bytes", x.value("verified_bytes", uint64_t{0})},
+                              {"connection_errors", x.value("connection_errors", 0)},
+                              {"retransmits", x.value("retransmits", uint64_t{0})}});
         }
-        flows.push_back(x);
+        f["hosts"] = w.hosts;
+        f["bytes"] = want;
+        f["sent_bytes"] = sent;
+        f["verified_bytes"] = verified;
+        f["bytes_verified"] = ok;
+        if (!ok) f["verify_note"] = notes;
+        f["flows"] = st.integer("flows", 16) * static_cast<int>(w.hosts.size());
+        f["connection_errors"] = errors;
+        f["seconds"] = secs;  // until the last host's transfer ended
+        f["sender_gbps"] = gbps;
+        f["throughput_gbps"] = gbps;
+        f["retransmits"] = retrans;
+        f["per_host"] = per_host;
       }
-      f["flow_records"] = flows;
-      if (!nics.empty()) f["bpf_flows_per_nic"] = per_nic;
     } else if (st.type == "ingest" || st.type == "bootstrap") {
       int errors = 0, conns = 0, done = 0;
       uint64_t verified = 0, requests = 0;
-      double secs = 0, p50 = 0, p99 = 0, mx = 0;
+      double secs = 0;
       bool all = true;
+      std::vector<double> lat, setup;  // every request's latency and every connection's setup, all fetchers
       for (const auto& c : w.clients) {
         json j = last_json_line(c.out);
         if (j.is_null()) {
@@ -758,10 +879,14 @@ class PhaseRun {
         requests += j.value("requests", uint64_t{0});
         secs = std::max(secs, j.value("seconds", 0.0));
         all = all && j.value("all_verified", false);
-        p50 = std::max(p50, j["latency_ms"].value("p50", 0.0));
-        p99 = std::max(p99, j["latency_ms"].value("p99", 0.0));
-        mx = std::max(mx, j["latency_ms"].value("max", 0.0));
+        for (const auto& x : j.value("latency_samples_ms", json::array())) lat.push_back(x.get<double>());
+        for (const auto& x : j.value("connect_samples_ms", json::array())) setup.push_back(x.get<double>());
       }
+      std::sort(lat.begin(), lat.end());
+      std::sort(setup.begin(), setup.end());
+      auto pct = [](const std::vector<double>& v, double q) {
+        return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+      };
       f["connections"] = conns;
       f["completed"] = done;
       f["connection_errors"] = errors + (conns == 0 ? 1 : 0);
@@ -770,10 +895,17 @@ class PhaseRun {
       f["bytes_verified"] = all && conns > 0;
       if (!(all && conns > 0)) f["verify_note"] = fmt::format("{} of {} connections completed", done, conns);
       f["seconds"] = secs;
-      f["p50_ms"] = p50;
-      f["p99_ms"] = p99;
-      f["max_ms"] = mx;
-      if (st.type == "bootstrap") f["workers"] = conns;
+      f["p50_ms"] = pct(lat, 0.5);
+      f["p99_ms"] = pct(lat, 0.99);
+      f["max_ms"] = pct(lat, 1.0);
+      f["connect_p50_ms"] = pct(setup, 0.5);
+      f["connect_p99_ms"] = pct(setup, 0.99);
+      f["connect_max_ms"] = pct(setup, 1.0);
+      if (st.type == "bootstrap") {
+        f["workers"] = conns;
+        f["fetching_hosts"] = w.clients.size();
+        f["started_in_s"] = w.started_in_s;
+      }
     } else if (st.type == "probe") {
       json rv = last_json_line(w.servers[0].out), s = last_json_line(w.clients[0].out);
       uint64_t sent = s.value("sent_per_path", uint64_t{0});
@@ -822,6 +954,66 @@ class PhaseRun {
     if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");
   }
 
+  // The figures of host I's transfer of checkpoint workload W.
+  json transfer_figures(const Running& w, size_t i) {
+    const Step& st = w.step;
+    json f;
+    json s = last_json_line(w.clients[i].out), rv = last_json_line(w.servers[i].out);
+    uint64_t want = st.bytes("bytes");
+    uint64_t sent = s.value("bytes", uint64_t{0}), verified = rv.value("verified_bytes", uint64_t{0});
+    uint64_t retrans = 0;
+    for (const auto& fl : s.value("flows", json::array())) retrans += fl.value("retransmits", uint64_t{0});
+    // per flow: what the sender sent is what the receiver verified
+    std::map<uint64_t, uint64_t> sent_per, got_per;
+    for (const auto& fl : s.value("flows", json::array())) sent_per[fl.value("flow", uint64_t{0})] = fl.value("bytes", uint64_t{0});
+    for (const auto& fl : rv.value("flows", json::array()))
+      got_per[fl.value("flow", uint64_t{0})] += fl.value("verified", uint64_t{0});
+    bool match = sent_per == got_per;
+    bool ok = !s.is_null() && !rv.is_null() && sent == want && verified == want &&
+              rv.value("all_complete", false) && match;
+    f["bytes"] = want;
+    f["sent_bytes"] = sent;
+    f["verified_bytes"] = verified;
+    f["bytes_verified"] = ok;
+    if (!ok)
+      f["verify_note"] = s.is_null() || rv.is_null()
+                             ? std::string("a traffic endpoint printed no result")
+                             : fmt::format("{} of {} bytes sent, {} verified{}", sent, want, verified,
+                                           match ? "" : ", per-flow counts differ");
+    f["flows"] = st.integer("flows", 16);
+    f["connection_errors"] = s.is_null() ? st.integer("flows", 16) : s.value("connection_errors", 0);
+    f["seconds"] = s.value("seconds", 0.0);
+    f["gbps"] = s.value("gbps", 0.0);
+    f["steady_gbps"] = s.value("steady_gbps", 0.0);
+    f["sender_gbps"] = s.value("steady_gbps", 0.0) > 0 ? s.value("steady_gbps", 0.0) : s.value("gbps", 0.0);
+    f["throughput_gbps"] = f["sender_gbps"];  // until the NIC counters give the wire rate (compute_share)
+    f["retransmits"] = retrans;
+    // per flow: bytes, time, retransmits, bytes per 100 ms, and where the
+    // host's BPF datapath placed it (bpf egress modes; by the flow's port
+    // on the far side of the job)
+    const std::string& host = w.hosts[i];
+    auto nics = bpf_flow_nics(host, st.type == "checkpoint-save" ? w.port + static_cast<int>(i) : w.port);
+    std::vector<int> per_nic(N(host).nics.size(), 0);
+    json flows = json::array();
+    for (const auto& fl : s.value("flows", json::array())) {
+      json x = {{"flow", fl.value("flow", 0)},
+                {"bytes", fl.value("bytes", uint64_t{0})},
+                {"seconds", fl.value("seconds", 0.0)},
+                {"retransmits", fl.value("retransmits", 0)},
+                {"error", fl.value("error", std::string())},
+                {"bytes_per_100ms", fl.value("per_interval", json::array())}};
+      auto it = nics.find(fl.value("local_port", 0));
+      if (it != nics.end()) {
+        x["bpf_nic"] = it->second;
+        ++per_nic[static_cast<size_t>(it->second)];
+      }
+      flows.push_back(x);
+    }
+    f["flow_records"] = flows;
+    if (!nics.empty()) f["bpf_flows_per_nic"] = per_nic;
+    return f;
+  }
+
   // HOST's BPF flow table as the host agent last published it: the NIC of
   // each TCP flow to or from PORT, by the flow's other port
   std::map<int, int> bpf_flow_nics(const std::string& host, int port) {
@@ -849,25 +1041,39 @@ class PhaseRun {
     if (r.type == "probe")
       return fmt::format(": longest blackout {:.0f} ms ({}), {} probes lost", f.value("blackout_ms", 0.0),
                          f.value("worst_path", std::string("-")), f.value("lost", uint64_t{0}));
-    return fmt::format(": {} connections, {} errors, p50 {:.2f} ms, p99 {:.2f} ms", f.value("connections", 0),
-                       f.value("connection_errors", 0), f.value("p50_ms", 0.0), f.value("p99_ms", 0.0));
+    return fmt::format(": {} connections, {} errors, p50 {:.2f} ms, p99 {:.2f} ms, connect p50 {:.2f} ms p99 {:.2f} ms",
+                       f.value("connections", 0), f.value("connection_errors", 0), f.value("p50_ms", 0.0),
+                       f.value("p99_ms", 0.0), f.value("connect_p50_ms", 0.0), f.value("connect_p99_ms", 0.0));
   }
 
   // The workload's NIC figures from the host's counters: each NIC's share
   // of the bytes over the whole workload, and the wire rate over its steady
   // part (after the first second; TCP's start and the socket buffers that
   // fill and drain at the ends are not the line's rate).
+  // A rack's transfers (figures "hosts"): NIC k's share is the sum over
+  // the hosts' NIC k.
   void compute_share(WorkloadResult& w) {
-    if (w.host.empty() || node(w.host) < 0 || !N(w.host).job || w.type == "probe") return;
+    if (w.type == "probe") return;
+    std::set<std::string> hosts;
+    if (!w.host.empty()) hosts.insert(w.host);
+    else if (w.figures.contains("hosts") && w.figures["hosts"].is_array())
+      for (const auto& h : w.figures["hosts"]) hosts.insert(h.get<std::string>());
+    for (const auto& h : hosts)
+      if (node(h) < 0 || !N(h).job) return;
+    if (hosts.empty()) return;
     std::string dir = w.type == "checkpoint-save" ? "tx" : "rx";
     double from = w.end_s - w.start_s > 2.5 ? w.start_s + 1.0 : w.start_s;
     std::vector<double> sums;
     double wire = 0;
-    for (const auto& s : pr_.series)
-      if (s.name.rfind(w.host + " nic", 0) == 0 && s.name.size() > 3 && s.name.substr(s.name.size() - 2) == dir) {
-        sums.push_back(window_mean(s, w.start_s, w.end_s + kSampleS));
-        wire += window_mean(s, from, w.end_s);
-      }
+    for (const auto& s : pr_.series) {
+      auto at = s.name.find(" nic");
+      if (at == std::string::npos || !hosts.count(s.name.substr(0, at)) || s.name.substr(s.name.size() - 2) != dir)
+        continue;
+      size_t k = static_cast<size_t>(std::atoi(s.name.c_str() + at + 4));
+      if (sums.size() <= k) sums.resize(k + 1, 0.0);
+      sums[k] += window_mean(s, w.start_s, w.end_s + kSampleS);
+      wire += window_mean(s, from, w.end_s);
+    }
     double total = 0;
     for (double x : sums) total += x;
     w.nic_share.clear();
@@ -886,17 +1092,25 @@ class PhaseRun {
       auto& w = running_.at(st.str("workload"));
       if (!w.finished) finish(w, false);
     } else {
-      std::string host = st.str("host");
+      auto hosts = hosts_of(st);
+      std::string who = st.has("host") ? st.str("host") + "'s group has" : "the groups of rack " + st.str("rack") + " have";
       size_t count = static_cast<size_t>(st.integer("count"));
       auto t = st.duration("timeout", milliseconds(30'000));
       auto start = Clock::now();
-      bool ok = eventually([&] { return group(host).second.size() == count; }, t, milliseconds(20));
+      bool ok = eventually([&] { return all_members(hosts, count); }, t, milliseconds(20));
       double took = std::chrono::duration<double>(Clock::now() - start).count();
+      auto missing = [&] {
+        size_t n = 0;
+        for (const auto& [h, m] : groups(hosts)) n += m.size() != count;
+        return n;
+      };
       Assertion a;
-      a.name = fmt::format("wait {}'s group has {} members", host, count);
+      a.name = fmt::format("wait {} {} members", who, count);
       a.line = st.line;
       a.expected = fmt::format("within {:.1f} s", t.count() / 1000.0);
-      a.measured = ok ? fmt::format("after {:.2f} s", took) : fmt::format("{} members after {:.1f} s", group(host).second.size(), took);
+      a.measured = ok ? fmt::format("after {:.2f} s", took)
+                      : hosts.size() == 1 ? fmt::format("{} members after {:.1f} s", group(hosts[0]).second.size(), took)
+                                          : fmt::format("{} of {} groups not at {} after {:.1f} s", missing(), hosts.size(), count, took);
       a.passed = ok;
       report(a);
       if (st.has("mark")) pr_.config["wait_" + st.str("mark") + "_s"] = took;
@@ -928,30 +1142,58 @@ class PhaseRun {
     const std::string& t = st.type;
     std::string label = st.has("mark") ? st.str("mark") : t;
     if (t == "nic-down" || t == "nic-up") {
-      std::string host = st.str("host");
+      // on one host, or on every job host of a rack at once
+      auto hosts = hosts_of(st);
       int nic = st.integer("nic");
-      std::vector<uint32_t> before = t == "nic-down" ? buckets(host) : std::vector<uint32_t>{};
-      size_t members = group(host).second.size();
-      set_nic(host, nic, t == "nic-up");
+      bool down = t == "nic-down";
+      std::map<std::string, std::vector<uint32_t>> before;
+      std::map<std::string, size_t> members;
+      for (const auto& [h, m] : groups(hosts)) members[h] = m.size();
+      if (down) before = buckets_of(hosts);
+      auto at = Clock::now();
+      set_nics(hosts, nic, !down);
+      double applied_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
       mark(label, "fault");
-      say(fmt::format("fault: {} nic{} {}", host, nic, t == "nic-up" ? "up" : "down"));
-      if (t == "nic-down") {
-        // the switch drops the NIC's next hop with its port's carrier
-        bool shrunk = eventually([&] { return group(host).second.size() + 1 == members; }, milliseconds(5000),
-                                 milliseconds(5));
-        auto after = buckets(host);
-        std::set<uint32_t> kept(after.begin(), after.end()), failed;
-        for (auto b : before)
-          if (!kept.count(b)) failed.insert(b);
-        int moved = 0, healthy = 0;
-        for (size_t i = 0; i < before.size() && i < after.size(); ++i)
-          if (!failed.count(before[i])) {
-            ++healthy;
-            moved += after[i] != before[i];
-          }
-        faults_[label] = {{"buckets", before.size()}, {"healthy_buckets", healthy}, {"moved_healthy", moved},
-                          {"group_shrunk", shrunk}, {"members_after", group(host).second.size()}};
+      say(fmt::format("fault: {} nic{} {}", st.has("host") ? st.str("host") : fmt::format("{} hosts of rack {}", hosts.size(), st.str("rack")),
+                      nic, down ? "down" : "up"));
+      if (down) {
+        // the switch drops the NIC's next hop with its port's carrier:
+        // every group one member fewer, then each group's buckets compared
+        auto shrunk_all = [&] {
+          for (const auto& [h, m] : groups(hosts))
+            if (m.size() + 1 != members[h]) return false;
+          return true;
+        };
+        // a rack's groups are looked at every 50 ms: each look dumps the
+        // switch's routes and nexthops, which holds the lock the kernel's
+        // own removal of the next hops needs
+        bool shrunk = eventually(shrunk_all, milliseconds(5000 + 500 * static_cast<int64_t>(hosts.size())),
+                                 milliseconds(hosts.size() == 1 ? 5 : 50));
+        double shrunk_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
+        int moved = 0, healthy = 0, total = 0;
+        auto now_buckets = buckets_of(hosts);
+        for (const auto& h : hosts) {
+          const auto& after = now_buckets[h];
+          const auto& b4 = before[h];
+          total += static_cast<int>(b4.size());
+          std::set<uint32_t> kept(after.begin(), after.end()), failed;
+          for (auto b : b4)
+            if (!kept.count(b)) failed.insert(b);
+          for (size_t i = 0; i < b4.size() && i < after.size(); ++i)
+            if (!failed.count(b4[i])) {
+              ++healthy;
+              moved += after[i] != b4[i];
+            }
+        }
+        faults_[label] = {{"groups", hosts.size()}, {"buckets", total}, {"healthy_buckets", healthy},
+                          {"moved_healthy", moved}, {"group_shrunk", shrunk}, {"applied_ms", applied_ms}};
+        if (shrunk) faults_[label]["shrunk_ms"] = shrunk_ms;
+        if (hosts.size() == 1) faults_[label]["members_after"] = group(hosts[0]).second.size();
         pr_.config["fault_" + label] = faults_[label];
+        if (hosts.size() > 1)
+          say(fmt::format("{} {} groups shrunk {} (the {} NICs went down within {:.0f} ms)", shrunk ? "✓" : "✗",
+                          hosts.size(), shrunk ? fmt::format("{:.0f} ms after the first NIC", shrunk_ms) : "not within the wait",
+                          hosts.size(), applied_ms));
       }
     } else if (t == "nic-flap") {
       std::string host = st.str("host");
@@ -1085,12 +1327,20 @@ class PhaseRun {
     a.phase = ph_.name;
     a.name = st.type;
     if (st.type == "members") {
-      std::string host = st.str("host");
+      auto hosts = hosts_of(st);
       size_t count = static_cast<size_t>(st.integer("count"));
-      a.name += " " + host;
-      bool ok = eventually([&] { return group(host).second.size() == count; }, st.duration("timeout", milliseconds(10'000)));
-      a.expected = fmt::format("{} next hops for {}", count, task_prefix(host));
-      a.measured = std::to_string(group(host).second.size());
+      bool ok = eventually([&] { return all_members(hosts, count); }, st.duration("timeout", milliseconds(10'000)));
+      if (hosts.size() == 1) {
+        a.name += " " + hosts[0];
+        a.expected = fmt::format("{} next hops for {}", count, task_prefix(hosts[0]));
+        a.measured = std::to_string(group(hosts[0]).second.size());
+      } else {
+        size_t at = 0;
+        for (const auto& [h, m] : groups(hosts)) at += m.size() == count;
+        a.name += " rack " + st.str("rack");
+        a.expected = fmt::format("{} next hops for each of the {} task IPs", count, hosts.size());
+        a.measured = fmt::format("{} of {} groups", at, hosts.size());
+      }
       a.passed = ok;
     } else if (st.type == "healthy-flows-kept") {
       std::string f = st.str("fault");
@@ -1102,6 +1352,9 @@ class PhaseRun {
       } else {
         const json& x = it->second;
         a.measured = fmt::format("{} of {} healthy buckets moved", x.value("moved_healthy", 0), x.value("healthy_buckets", 0));
+        if (x.value("groups", 1) > 1)
+          a.measured += fmt::format(" in {} groups, all shrunk {:.0f} ms after the first NIC went down", x.value("groups", 0),
+                                    x.value("shrunk_ms", 0.0));
         a.passed = x.value("moved_healthy", 1) == 0 && x.value("healthy_buckets", 0) > 0 && x.value("group_shrunk", false);
         if (!x.value("group_shrunk", false)) a.message = "the group did not drop the failed NIC";
       }

@@ -23,7 +23,9 @@ using testbed::Topology;
 namespace {
 
 // What an attribute holds; checked at load time.
-enum class Kind { text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, choice, phase, workload, mark, timeref };
+// hosts/servers: comma-separated lists of job hosts/servers; rack: a rack
+// with job hosts (a step on every job host of it)
+enum class Kind { text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers, rack, choice, phase, workload, mark, timeref };
 
 struct Attr {
   const char* name;
@@ -49,27 +51,27 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
       {"stop", {{"", {{"workload", Kind::workload, true}, {"mark", Kind::name}}}}},
       {"wait",
        {{"", {{"workload", Kind::workload}, {"condition", Kind::choice, false, "members"}, {"host", Kind::host},
-              {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name}}}}},
+              {"rack", Kind::rack}, {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name}}}}},
       {"workload",
        {{"checkpoint-save",
-         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
+         {{"host", Kind::host}, {"rack", Kind::rack}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
           {"flows", Kind::count}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
         {"checkpoint-restore",
-         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
+         {{"host", Kind::host}, {"rack", Kind::rack}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
           {"flows", Kind::count}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
         {"ingest",
          {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::count},
           {"requests", Kind::count}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration},
           {"repeat", Kind::integer}}},
         {"bootstrap",
-         {{"server", Kind::server, true}, {"hosts", Kind::text}, {"workers", Kind::count}, {"bytes", Kind::size},
+         {{"server", Kind::servers, true}, {"hosts", Kind::hosts}, {"workers", Kind::count}, {"bytes", Kind::size},
           {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
         {"probe",
          {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::count}, {"rate", Kind::positive},
           {"per-nic", Kind::boolean}}}}},
       {"fault",
-       {{"nic-down", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
-        {"nic-up", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
+       {{"nic-down", {{"host", Kind::host}, {"rack", Kind::rack}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
+        {"nic-up", {{"host", Kind::host}, {"rack", Kind::rack}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
         {"nic-flap",
          {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"period", Kind::duration, true},
           {"count", Kind::integer}, {"mark", Kind::name}}},
@@ -102,7 +104,8 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
           {"to", Kind::timeref, true}, {"base-from", Kind::timeref, true}, {"base-to", Kind::timeref, true},
           {"min", Kind::number}, {"max", Kind::number}}},
         {"healthy-flows-kept", {{"fault", Kind::mark, true}}},
-        {"members", {{"host", Kind::host, true}, {"count", Kind::integer, true}, {"timeout", Kind::duration}}},
+        {"members",
+         {{"host", Kind::host}, {"rack", Kind::rack}, {"count", Kind::integer, true}, {"timeout", Kind::duration}}},
         {"no-task-routes", {{"node", Kind::node, true}}},
         {"hijack-rejected",
          {{"victim", Kind::host, true}, {"rogue", Kind::host, true}, {"timeout", Kind::duration}}}}},
@@ -447,8 +450,18 @@ class Loader {
       problem(n, "<wait> takes either workload=\"...\" or condition=\"members\" host=\"...\" count=\"...\"");
       ok = false;
     }
-    if (st.element == "wait" && st.str("condition") == "members" && (!st.has("host") || !st.has("count"))) {
-      problem(n, "<wait condition=\"members\"> needs host=\"...\" and count=\"...\"");
+    if (st.element == "wait" && st.str("condition") == "members" && (!(st.has("host") || st.has("rack")) || !st.has("count"))) {
+      problem(n, "<wait condition=\"members\"> needs host=\"...\" (or rack=\"...\") and count=\"...\"");
+      ok = false;
+    }
+    // a step on one job host or on every job host of a rack
+    bool host_or_rack = std::any_of(attrs->begin(), attrs->end(), [](const Attr& x) { return x.kind == Kind::rack; });
+    if (host_or_rack && st.has("host") && st.has("rack")) {
+      problem(n, "<{}> takes host=\"...\" or rack=\"...\", not both", st.element);
+      ok = false;
+    } else if (host_or_rack && !st.has("host") && !st.has("rack") && st.element != "wait") {
+      problem(n, "<{}{}> needs host=\"...\" or rack=\"...\"", st.element,
+              st.type.empty() ? "" : " type=\"" + st.type + "\"");
       ok = false;
     }
     if (ok && st.element == "workload" && st.integer("repeat", 1) > 1 && !st.flag("wait", true)) {
@@ -572,9 +585,44 @@ class Loader {
         if (a.kind == Kind::server && nd.kind != NodeKind::server) return bad("expected a server");
         return true;
       }
+      case Kind::hosts:
+      case Kind::servers: {
+        if (!topo) return true;
+        std::stringstream ss(s);
+        int items = 0;
+        for (std::string one; std::getline(ss, one, ',');) {
+          ++items;
+          int i = topo->find_node(one);
+          if (i < 0) return bad(fmt::format("topology '{}' has no node '{}'", topo->name, one));
+          const auto& nd = topo->nodes[i];
+          if (a.kind == Kind::hosts && (nd.kind != NodeKind::host || !nd.job))
+            return bad(fmt::format("'{}' is not a host with a job", one));
+          if (a.kind == Kind::servers && nd.kind != NodeKind::server)
+            return bad(fmt::format("'{}' is not a server", one));
+        }
+        if (items == 0 || s.back() == ',') return bad("expected names separated by commas");
+        return true;
+      }
+      case Kind::rack: {
+        if (!topo) return true;
+        for (const auto& r : topo->racks)
+          if (r.name == s) {
+            for (int h : r.hosts)
+              if (topo->nodes[static_cast<size_t>(h)].job) return true;
+            return bad("the rack has no host with a job");
+          }
+        return bad(fmt::format("topology '{}' has no rack of that name", topo->name));
+      }
       case Kind::nic: {
         if (!topo) return true;
         int i = topo->find_node(st.str("host", n.attribute("host").value()));
+        std::string rack = n.attribute("rack").value();
+        for (const auto& r : topo->racks)  // a rack's step: the job host with the fewest NICs
+          if (!rack.empty() && r.name == rack)
+            for (int h : r.hosts)
+              if (topo->nodes[static_cast<size_t>(h)].job &&
+                  (i < 0 || topo->nodes[static_cast<size_t>(h)].nics.size() < topo->nodes[static_cast<size_t>(i)].nics.size()))
+                i = h;
         int k = -1;
         try {
           size_t used = 0;

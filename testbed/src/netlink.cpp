@@ -15,6 +15,7 @@
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/tbf.h>
 #include <netlink/route/route.h>
+#include <netlink/route/rtnl.h>
 #include <netlink/route/tc.h>
 
 #include <algorithm>
@@ -665,6 +666,28 @@ Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
   return out;
 }
 
+Result<std::map<uint32_t, std::vector<uint32_t>>> Netlink::all_nexthop_buckets() {
+  std::map<uint32_t, std::map<uint16_t, uint32_t>> buckets;
+  Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));
+  nhmsg nhm{};
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
+    nlattr* tb[NHA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(nhmsg), tb, NHA_MAX, nullptr) < 0 || !tb[NHA_ID] || !tb[NHA_RES_BUCKET]) return;
+    nlattr* bt[NHA_RES_BUCKET_MAX + 1] = {};
+    if (nla_parse_nested(bt, NHA_RES_BUCKET_MAX, tb[NHA_RES_BUCKET], nullptr) < 0) return;
+    if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
+      buckets[nla_get_u32(tb[NHA_ID])][nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
+  };
+  if (auto st = dump_request(sock_.get(), msg.get(), "listing the buckets of every nexthop group in " + ns_, parse); !st)
+    return st.error();
+  std::map<uint32_t, std::vector<uint32_t>> out;
+  for (auto& [g, b] : buckets)
+    for (auto& [i, id] : b) out[g].push_back(id);
+  return out;
+}
+
 Status Netlink::set_tbf(int index, uint64_t rate_bps, const std::string& ifname) {
   std::string what = "setting TBF " + std::to_string(rate_bps) + " bit/s on " + ifname + " in " + ns_;
   NlPtr<rtnl_qdisc, qdisc_put> q(rtnl_qdisc_alloc());
@@ -755,8 +778,22 @@ Result<std::vector<LinkEvent>> LinkMonitor::read_events() {
   nl_socket_modify_cb(sock_.get(), NL_CB_VALID, NL_CB_CUSTOM, cb, &events);
   nl_cb* socket_cb = nl_socket_get_cb(sock_.get());
   int err = 0;
-  // non-blocking: each call reads one datagram; 0 or EAGAIN means drained
-  while ((err = nl_recvmsgs_report(sock_.get(), socket_cb)) > 0) {
+  for (int resyncs = 0;;) {
+    // non-blocking: each call reads one datagram; 0 or EAGAIN means drained
+    while ((err = nl_recvmsgs_report(sock_.get(), socket_cb)) > 0) {
+    }
+    // ENOBUFS (libnl: NLE_NOMEM): events came faster than they were read
+    // (64 ports losing carrier at once) and the kernel dropped some. The
+    // links' state is asked afresh on this socket: the dump's answers are
+    // link messages like the events, so the caller sees every link's
+    // present state (callers treat an event that changes nothing as
+    // nothing).
+    if (err != -NLE_NOMEM || resyncs++ == 3) break;
+    ++overruns_;
+    if (int e = nl_rtgen_request(sock_.get(), RTM_GETLINK, AF_UNSPEC, NLM_F_DUMP); e < 0) {
+      err = e;
+      break;
+    }
   }
   nl_cb_put(socket_cb);
   if (err < 0 && err != -NLE_AGAIN) return nl_error(err, "reading link events");

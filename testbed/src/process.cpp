@@ -29,9 +29,16 @@ struct ChildSetup : bp::extend::handler {
   int netns_fd = -1;
   bool new_session = true;
   pid_t die_with = 0;  // the parent whose death ends the child
+  bool hold_sigusr1 = false;
   template <typename Exec>
   void on_exec_setup(Exec& exec) const {
     if (new_session) ::setsid();
+    if (hold_sigusr1) {  // the mask survives exec
+      sigset_t s;
+      sigemptyset(&s);
+      sigaddset(&s, SIGUSR1);
+      ::sigprocmask(SIG_BLOCK, &s, nullptr);
+    }
     if (die_with) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != die_with) ::_exit(127);  // the parent died before the flag was set
@@ -76,6 +83,7 @@ Result<Daemon> Daemon::start(const ProcessSpec& spec) {
   ChildSetup setup;
   setup.netns_fd = spec.netns_fd;
   setup.new_session = spec.new_session;
+  setup.hold_sigusr1 = spec.hold_sigusr1;
   if (spec.die_with_parent) setup.die_with = ::getpid();
 
   auto impl = std::make_unique<Impl>();
@@ -194,6 +202,7 @@ Result<bp::child> spawn_with_pipe(const ProcessSpec& spec, bp::pipe& out) {
   ChildSetup setup;
   setup.netns_fd = spec.netns_fd;
   setup.new_session = spec.new_session;
+  setup.hold_sigusr1 = spec.hold_sigusr1;
   if (spec.die_with_parent) setup.die_with = ::getpid();
   std::error_code ec;
   FILE* log = nullptr;

@@ -47,6 +47,7 @@ constexpr std::chrono::milliseconds kConnectTimeout{1000};
 
 struct Peer {
   std::string local, remote;
+  std::string device;     // per NIC: the session rides its NIC and no other
   std::vector<int> nics;  // NICs this session announces
   Session session;
   int fd = -1;            // the session's socket once connected
@@ -125,6 +126,13 @@ int main(int argc, char** argv) {
     p->local = s.value("local", "");
     p->remote = s.value("peer", "");
     p->nics = s.value("nics", std::vector<int>{});
+    // A per-NIC session is pinned to its NIC: unpinned, while the NIC is
+    // down its packets left through another NIC to the switch's address on
+    // the dead port, whose answers had no way back, and a handshake begun
+    // then hung in OpenSent long after the NIC returned.
+    if (!add_path && p->nics.size() == 1)
+      for (const auto& x : nics)
+        if (x.index == p->nics[0]) p->device = x.eth;
     peers.push_back(std::move(p));
   }
 
@@ -266,7 +274,7 @@ int main(int argc, char** argv) {
       }
       if (p->connecting || p->fd >= 0 || now < p->next_attempt) continue;
       ++p->attempts;
-      p->dial = Dial::start(p->local, p->remote, 179, kConnectTimeout, now);
+      p->dial = Dial::start(p->local, p->remote, 179, kConnectTimeout, now, p->device);
       if (p->dial.state() == Dial::State::failed) {
         run(*p, p->session.transport_lost(p->dial.error()));
         p->next_attempt = now + p->backoff.next();
@@ -304,6 +312,20 @@ int main(int argc, char** argv) {
             lg::info("{}: {} {} at {} us", host, x.eth, up ? "has carrier" : "lost carrier", mono_ms());
             for (auto& p : peers)
               if (std::find(p->nics.begin(), p->nics.end(), x.index) != p->nics.end()) announce(*p, x, !up);
+            // a session pinned to the NIC that is not established: an
+            // attempt begun before the change cannot be trusted, and one
+            // due later should not wait out its backoff once the NIC is back
+            for (auto& p : peers)
+              if (p->device == x.eth && p->session.state() != State::established) {
+                if (p->connecting || p->fd >= 0) {
+                  run(*p, p->session.transport_lost(up ? "the NIC came back" : "the NIC lost carrier"));
+                  if (p->connecting || p->fd >= 0) close_peer(*p, up ? "the NIC came back" : "the NIC lost carrier");
+                }
+                if (up) {
+                  p->backoff.reset();
+                  p->next_attempt = Clock::now();
+                }
+              }
           }
         continue;
       }

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -171,6 +172,9 @@ class Netlink {
   Result<std::vector<NexthopInfo>> nexthops();
   // Bucket index → nexthop id of resilient group GROUP.
   Result<std::vector<uint32_t>> nexthop_buckets(uint32_t group);
+  // Every resilient group's buckets, in one dump: group id → bucket
+  // index → nexthop id.
+  Result<std::map<uint32_t, std::vector<uint32_t>>> all_nexthop_buckets();
   // The nexthop group the route to PREFIX ("198.19.0.1/32") uses and its
   // members' ids: {0, {}} when there is no such route or it has no group.
   std::pair<uint32_t, std::vector<uint32_t>> route_group(const std::string& prefix);
@@ -203,12 +207,17 @@ class LinkMonitor {
   LinkMonitor() = default;
   static Result<LinkMonitor> open_in(int ns_fd, const std::string& ns);
   int fd() const;
-  // Reads every pending event without blocking.
+  // Reads every pending event without blocking. When the kernel dropped
+  // events (the socket's buffer overran), the events read include every
+  // link's present state, asked afresh.
   Result<std::vector<LinkEvent>> read_events();
+  // How often events were dropped and the links read afresh.
+  uint64_t overruns() const { return overruns_; }
 
  private:
   explicit LinkMonitor(UniquePtr<nl_sock, nl_socket_free> s) : sock_(std::move(s)) {}
   UniquePtr<nl_sock, nl_socket_free> sock_;
+  uint64_t overruns_ = 0;
 };
 
 }  // namespace lanes::testbed

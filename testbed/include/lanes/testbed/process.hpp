@@ -25,6 +25,8 @@ struct ProcessSpec {
   std::vector<std::pair<std::string, std::string>> env;  // added to lanes' environment
   bool new_session = true;          // setsid(), so a terminal's ^C reaches lanes only
   bool die_with_parent = false;     // SIGTERM when the starting thread's process dies (PR_SET_PDEATHSIG)
+  bool hold_sigusr1 = false;        // starts with SIGUSR1 blocked, so a go signal sent at any moment waits
+                                    // for the program (lanes-traffic fetch --wait-go)
 };
 
 class Daemon {
