@@ -24,7 +24,7 @@ namespace {
 
 // What an attribute holds; checked at load time.
 // hosts/servers: comma-separated lists of job hosts/servers; rack: a rack
-// with job hosts (a step on every job host of it)
+// (a step on every job host of it)
 enum class Kind { text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers, rack, choice, phase, workload, mark, timeref };
 
 struct Attr {
@@ -605,12 +605,8 @@ class Loader {
       }
       case Kind::rack: {
         if (!topo) return true;
-        for (const auto& r : topo->racks)
-          if (r.name == s) {
-            for (int h : r.hosts)
-              if (topo->nodes[static_cast<size_t>(h)].job) return true;
-            return bad("the rack has no host with a job");
-          }
+        for (const auto& r : topo->racks)  // a rack holds hosts, and every host a job
+          if (r.name == s) return true;
         return bad(fmt::format("topology '{}' has no rack of that name", topo->name));
       }
       case Kind::nic: {

@@ -107,6 +107,45 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   CHECK(p.size() == 18);
 }
 
+TEST_CASE("a step on a whole rack and a burst on several servers are checked like one host", "[unit]") {
+  // fabric-256: racks r1..r4 of job hosts, parameter servers ps1 and ps2
+  auto ok = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/fabric-256.xml"/>
+  <phase name="a">
+    <workload name="w" type="checkpoint-restore" rack="r2" server="storage2" bytes="1M" wait="false"/>
+    <fault type="nic-down" rack="r2" nic="3" mark="down"/>
+    <assert type="healthy-flows-kept" fault="down"/>
+    <fault type="nic-up" rack="r2" nic="3"/>
+    <wait condition="members" rack="r2" count="4"/>
+    <assert type="members" rack="r2" count="4"/>
+    <workload name="b" type="bootstrap" server="ps1,ps2" hosts="r1h1,r4h64" workers="4"/>
+  </phase>
+</scenario>)");
+  CHECK(ok.empty());
+  auto p = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/fabric-256.xml"/>
+  <phase name="a">
+    <fault type="nic-down" rack="r9" nic="0"/>
+    <fault type="nic-down" rack="r1" host="r1h1" nic="0"/>
+    <fault type="nic-down" nic="0"/>
+    <fault type="nic-up" rack="r1" nic="4"/>
+    <workload name="b" type="bootstrap" server="ps1,r1h1" workers="4"/>
+    <workload name="c" type="bootstrap" server="ps1" hosts="r1h1,storage1"/>
+    <workload name="d" type="bootstrap" server="ps1," hosts="r1h1"/>
+    <wait condition="members" count="3"/>
+  </phase>
+</scenario>)");
+  std::string f = kFile + ":";
+  CHECK(has(p, f + "4: rack=\"r9\": topology 'fabric-256' has no rack of that name"));
+  CHECK(has(p, f + "5: <fault> takes host=\"...\" or rack=\"...\", not both"));
+  CHECK(has(p, f + "6: <fault type=\"nic-down\"> needs host=\"...\" or rack=\"...\""));
+  CHECK(has(p, f + "7: nic=\"4\": host has NICs 0 to 3"));
+  CHECK(has(p, f + "8: server=\"ps1,r1h1\": 'r1h1' is not a server"));
+  CHECK(has(p, f + "9: hosts=\"r1h1,storage1\": 'storage1' is not a host with a job"));
+  CHECK(has(p, f + "10: server=\"ps1,\": expected names separated by commas"));
+  CHECK(has(p, f + "11: <wait condition=\"members\"> needs host=\"...\" (or rack=\"...\") and count=\"...\""));
+}
+
 TEST_CASE("broken XML, a missing topology and a broken suite are reported with their place", "[unit]") {
   CHECK(has(problems_of("<scenario name=\"x\">\n<phase name=\"a\">\n</scenario>"), kFile + ":3: not well-formed XML"));
   CHECK(has(problems_of("<scenario name=\"x\"><phase name=\"a\"/></scenario>"),
