@@ -34,7 +34,7 @@ uint64_t neighbour_table_fulls() {
 
 // Every BGP session of every switch of RUN, and how many are established.
 std::pair<size_t, size_t> sessions_of(const std::string& env, const std::string& run) {
-  auto st = run_command(env + lanes_bin() + " status " + run + " --json");
+  auto st = run_command(env + lanes_bin() + " status " + run + " --full --json");
   auto j = nlohmann::json::parse(st.out);
   size_t all = 0, established = 0;
   for (const auto& n : j["nodes"])
@@ -68,6 +68,23 @@ TEST_CASE("fabric-256 converges without filling the kernel's neighbour tables", 
               j["converged"]["after_ms"].get<int>(), established, all);
   CHECK(all == 256 * 4 + 4 * 4 * 2);  // host NICs, and rack <-> spine from both ends
   CHECK(established == all);
+  // the summary a run of more than 64 hosts gets says the same
+  auto sum = run_command(state.env() + lanes_bin() + " status " + id + " --json");
+  auto s = nlohmann::json::parse(sum.out);
+  CHECK(s["view"] == "summary");
+  size_t sessions = 0, sw_up = 0, nics = 0, nics_up = 0, inj = 0, inj_up = 0;
+  for (const auto& x : s["switches"]) sessions += x["sessions"].get<size_t>(), sw_up += x["established"].get<size_t>();
+  for (const auto& r : s["racks"]) {
+    nics += r["nics"].get<size_t>(), nics_up += r["nics_up"].get<size_t>();
+    inj += r["injector_sessions"].get<size_t>(), inj_up += r["injector_established"].get<size_t>();
+  }
+  CHECK(s["switches"].size() == 8);
+  CHECK(sessions == all);
+  CHECK(sw_up == all);
+  CHECK(nics == 1024);
+  CHECK(nics_up == 1024);
+  CHECK(inj == 1024);
+  CHECK(inj_up == 1024);
   CHECK(neighbour_table_fulls() == fulls_before);
   CHECK(run_command(state.env() + lanes_bin() + " down " + id).status == 0);
 }
