@@ -47,7 +47,7 @@ constexpr std::chrono::milliseconds kConnectTimeout{1000};
 
 struct Peer {
   std::string local, remote;
-  std::string device;     // per NIC: the session rides its NIC and no other
+  std::string eth;        // per NIC: the NIC the session belongs to
   std::vector<int> nics;  // NICs this session announces
   Session session;
   int fd = -1;            // the session's socket once connected
@@ -126,13 +126,9 @@ int main(int argc, char** argv) {
     p->local = s.value("local", "");
     p->remote = s.value("peer", "");
     p->nics = s.value("nics", std::vector<int>{});
-    // A per-NIC session is pinned to its NIC: unpinned, while the NIC is
-    // down its packets left through another NIC to the switch's address on
-    // the dead port, whose answers had no way back, and a handshake begun
-    // then hung in OpenSent long after the NIC returned.
     if (!add_path && p->nics.size() == 1)
       for (const auto& x : nics)
-        if (x.index == p->nics[0]) p->device = x.eth;
+        if (x.index == p->nics[0]) p->eth = x.eth;
     peers.push_back(std::move(p));
   }
 
@@ -274,7 +270,7 @@ int main(int argc, char** argv) {
       }
       if (p->connecting || p->fd >= 0 || now < p->next_attempt) continue;
       ++p->attempts;
-      p->dial = Dial::start(p->local, p->remote, 179, kConnectTimeout, now, p->device);
+      p->dial = Dial::start(p->local, p->remote, 179, kConnectTimeout, now);
       if (p->dial.state() == Dial::State::failed) {
         run(*p, p->session.transport_lost(p->dial.error()));
         p->next_attempt = now + p->backoff.next();
@@ -312,11 +308,14 @@ int main(int argc, char** argv) {
             lg::info("{}: {} {} at {} us", host, x.eth, up ? "has carrier" : "lost carrier", mono_ms());
             for (auto& p : peers)
               if (std::find(p->nics.begin(), p->nics.end(), x.index) != p->nics.end()) announce(*p, x, !up);
-            // a session pinned to the NIC that is not established: an
-            // attempt begun before the change cannot be trusted, and one
-            // due later should not wait out its backoff once the NIC is back
+            // the NIC's own session, not established: an attempt begun
+            // while the NIC was down went out through another NIC to the
+            // switch's address on the dead port, whose answers had no way
+            // back, and hung in OpenSent long after the NIC returned (seen
+            // on 3 of 64 hosts of a rack); one due later should not wait out
+            // its backoff once the NIC is back
             for (auto& p : peers)
-              if (p->device == x.eth && p->session.state() != State::established) {
+              if (p->eth == x.eth && p->session.state() != State::established) {
                 if (p->connecting || p->fd >= 0) {
                   run(*p, p->session.transport_lost(up ? "the NIC came back" : "the NIC lost carrier"));
                   if (p->connecting || p->fd >= 0) close_peer(*p, up ? "the NIC came back" : "the NIC lost carrier");

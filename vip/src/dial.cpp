@@ -66,7 +66,7 @@ void Dial::fail(std::string why) {
 }
 
 Dial Dial::start(const std::string& local, const std::string& remote, uint16_t port,
-                 std::chrono::milliseconds timeout, Clock::time_point now, const std::string& device) {
+                 std::chrono::milliseconds timeout, Clock::time_point now) {
   Dial d;
   d.remote_ = fmt::format("{}:{}", remote.find(':') == std::string::npos ? remote : "[" + remote + "]", port);
   d.timeout_ = timeout;
@@ -88,11 +88,6 @@ Dial Dial::start(const std::string& local, const std::string& remote, uint16_t p
   }
   int one = 1;
   ::setsockopt(d.fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (!device.empty() &&
-      ::setsockopt(d.fd_, SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), static_cast<socklen_t>(device.size())) != 0) {
-    d.fail(fmt::format("binding to device {}: {}", device, std::strerror(errno)));
-    return d;
-  }
   if (!local.empty() && ::bind(d.fd_, reinterpret_cast<sockaddr*>(&la), ll) != 0) {
     d.fail(fmt::format("bind to {}: {}", local, std::strerror(errno)));
     return d;

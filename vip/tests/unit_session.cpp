@@ -227,28 +227,6 @@ TEST_CASE("a connect to a peer that never answers gives up at its deadline, and 
   CHECK(lanes::vip::Dial::start("127.0.0.1", "not-an-address", 179, 1s, lanes::vip::Clock::now()).state() ==
         lanes::vip::Dial::State::failed);
 
-  // pinned to a device: through it the connect goes; to a device that is
-  // not there it fails at once, saying which
-  int l2 = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(l2 >= 0);
-  a.sin_port = 0;
-  REQUIRE(::bind(l2, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::listen(l2, 4) == 0);
-  al = sizeof a;
-  REQUIRE(::getsockname(l2, reinterpret_cast<sockaddr*>(&a), &al) == 0);
-  auto via_lo = lanes::vip::Dial::start("127.0.0.1", "127.0.0.1", ntohs(a.sin_port), 2s, lanes::vip::Clock::now(), "lo");
-  CHECK(lanes::test::eventually([&] { return via_lo.poll(lanes::vip::Clock::now()) == lanes::vip::Dial::State::connected; }, 2s));
-  int bound = -1;
-  char dev[16] = {};
-  socklen_t dl = sizeof dev;
-  if (via_lo.fd() >= 0 && ::getsockopt(via_lo.fd(), SOL_SOCKET, SO_BINDTODEVICE, dev, &dl) == 0) bound = 1;
-  CHECK(bound == 1);
-  CHECK(std::string(dev) == "lo");
-  ::close(l2);
-  auto nodev = lanes::vip::Dial::start("127.0.0.1", "127.0.0.1", 179, 1s, lanes::vip::Clock::now(), "lanes-nodev0");
-  CHECK(nodev.state() == lanes::vip::Dial::State::failed);
-  CHECK(nodev.error().find("lanes-nodev0") != std::string::npos);
-
   // backoff: 100 ms doubling to 1 s, each up to 25% longer, never in step for two seeds
   lanes::vip::DialBackoff b1(100ms, 1000ms, 0.25, 1), b2(100ms, 1000ms, 0.25, 2);
   std::vector<int64_t> w1, w2;

@@ -26,12 +26,10 @@ class Dial {
   Dial& operator=(const Dial&) = delete;
 
   // Starts connecting from LOCAL (an address, bound first) to REMOTE:PORT
-  // (IPv4 or IPv6), giving up at NOW + TIMEOUT. DEVICE (if not empty) pins
-  // the socket to that interface (SO_BINDTODEVICE): its packets never leave
-  // through another. A failure at once leaves state() failed with error()
-  // saying why.
+  // (IPv4 or IPv6), giving up at NOW + TIMEOUT. A failure at once leaves
+  // state() failed with error() saying why.
   static Dial start(const std::string& local, const std::string& remote, uint16_t port,
-                    std::chrono::milliseconds timeout, Clock::time_point now, const std::string& device = "");
+                    std::chrono::milliseconds timeout, Clock::time_point now);
 
   // Where the attempt stands at NOW: a pending attempt past its deadline
   // fails ("connect to ... timed out after 1.0 s"). Cheap: no blocking.
