@@ -4,8 +4,8 @@
 // peak memory of `lanes up`; the memory of the run's daemons (PSS, summed
 // by program, and per host) and of the kernel (slab and per-CPU memory the
 // run added); and the kernel's own floor for the same namespaces and veth
-// pairs, job containers included, made by `ip -batch` (no addresses,
-// neighbours, qdiscs or sysctls), as a ratio.
+// pairs, job containers included, made by `ip -batch`, with and without
+// their permanent neighbours (no addresses, qdiscs or sysctls), as a ratio.
 //
 // usage: lanes_bench_bringup LANES_BIN TOPOLOGY [RUNS]   (root)
 
@@ -26,6 +26,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "lanes/testbed/neighbors.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
 
   // the kernel's floor: the same namespaces and veth pairs through ip -batch,
   // every veth created inside the first switch's namespace (never the root one)
-  std::vector<double> floor_s;
+  std::vector<double> floor_s, neigh_s;
   for (int i = 0; i < runs; ++i) {
     // no owner record: if we die, `lanes clean` leaves these alone
     // (`ip netns del` them by name)
@@ -200,12 +201,48 @@ int main(int argc, char** argv) {
                 << pre << n.name << ".job\n";
       }
     }
+    // the permanent neighbours lanes installs (both ends of every link, both
+    // families; the container links' too): a batch per namespace, since a
+    // batch line cannot name one
+    std::map<std::string, std::ostringstream> neigh;
+    for (const auto& e : lanes::testbed::link_neighbors(topo))
+      neigh[pre + topo.nodes[e.node].name] << "neigh add " << e.ip << " lladdr " << lanes::testbed::to_string(e.mac)
+                                             << " dev " << e.ifname << " nud permanent\n";
+    for (size_t h = 0; h < topo.nodes.size(); ++h) {
+      const auto& n = topo.nodes[h];
+      if (n.kind != lanes::testbed::NodeKind::host || !n.job) continue;
+      for (const auto& nic : n.nics) {
+        auto hm = lanes::testbed::container_link_mac(static_cast<int>(h), nic.index, 0),
+             cm = lanes::testbed::container_link_mac(static_cast<int>(h), nic.index, 1);
+        std::string j = "jnic" + std::to_string(nic.index), e = "eth" + std::to_string(nic.index);
+        neigh[pre + n.name] << "neigh add " << nic.cont_side4.addr.to_string() << " lladdr "
+                            << lanes::testbed::to_string(cm) << " dev " << j << " nud permanent\n"
+                            << "neigh add " << nic.cont_side6.addr.to_string() << " lladdr "
+                            << lanes::testbed::to_string(cm) << " dev " << j << " nud permanent\n";
+        neigh[pre + n.name + ".job"] << "neigh add " << nic.host_side4.addr.to_string() << " lladdr "
+                                     << lanes::testbed::to_string(hm) << " dev " << e << " nud permanent\n"
+                                     << "neigh add " << nic.host_side6.addr.to_string() << " lladdr "
+                                     << lanes::testbed::to_string(hm) << " dev " << e << " nud permanent\n";
+      }
+    }
+    std::vector<std::string> neigh_files;
+    for (auto& [ns, text] : neigh) {
+      neigh_files.push_back("/tmp/lanes-bench-neigh-" + std::to_string(neigh_files.size()) + ".batch");
+      std::ofstream(neigh_files.back()) << text.str();
+    }
     // `ip -n NS -batch` runs every line inside NS; "link add ... netns X"
     // then moves both ends where they belong.
     auto t0 = std::chrono::steady_clock::now();
     auto a = run({"ip", "-batch", nsb});
     auto b = run({"ip", "-n", pre + topo.nodes[0].name, "-batch", lb});
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto t1 = std::chrono::steady_clock::now();
+    int neigh_failed = 0;
+    size_t k = 0;
+    for (auto& [ns, text] : neigh) neigh_failed += run({"ip", "-n", ns, "-batch", neigh_files[k++]}).status != 0;
+    neigh_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
+    for (const auto& f : neigh_files) std::filesystem::remove(f);
+    if (neigh_failed) std::fprintf(stderr, "ip neigh batches failed in %d namespaces\n", neigh_failed);
     run({"ip", "-force", "-batch", db});
     if (a.status != 0 || b.status != 0) {
       std::fprintf(stderr, "ip -batch failed (%d/%d)\n", a.status, b.status);
@@ -224,8 +261,12 @@ int main(int argc, char** argv) {
               *std::min_element(up.begin(), up.end()), *std::max_element(up.begin(), up.end()));
   std::printf("  lanes down        median %7.3f s   (min %.3f, max %.3f)\n", md,
               *std::min_element(down.begin(), down.end()), *std::max_element(down.begin(), down.end()));
-  std::printf("  ip -batch floor (namespaces, containers, veths) median %.3f s\n", mf);
-  std::printf("  ratio objects up / floor: %.2fx\n", mf > 0 ? mo / mf : 0.0);
+  double mn = median(neigh_s);
+  std::printf("  ip -batch floor (namespaces, containers, veths) median %.3f s; their permanent neighbours %.3f s more\n"
+              "    (a batch per namespace: %zu ip processes)\n",
+              mf, mn, topo.nodes.size() + hosts);
+  std::printf("  ratio objects up / floor: %.2fx without the neighbours, %.2fx with them\n", mf > 0 ? mo / mf : 0.0,
+              mf + mn > 0 ? mo / (mf + mn) : 0.0);
   std::printf("  peak RSS of lanes up: %.1f MiB\n", peak / 1024.0);
   long total = 0;
   for (const auto& [name, v] : rss) total += v.second;

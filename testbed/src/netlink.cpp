@@ -101,6 +101,19 @@ Status dump(nl_sock* sk, int type, int hdr_size, const std::string& what, Parse 
 
 }  // namespace
 
+// A dump the kernel interrupted because the table changed meanwhile
+// (NLM_F_DUMP_INTR: next hops being removed after a carrier loss) is asked
+// again, up to five times; RESET empties what the partial one parsed.
+template <typename Parse, typename Reset>
+Status dump_retrying(nl_sock* sk, nl_msg* msg, const std::string& what, Parse&& parse, Reset&& reset) {
+  for (int attempt = 0;; ++attempt) {
+    auto st = dump_request(sk, msg, what, parse);
+    if (st || attempt == 4 || st.error().code().value() != NLE_DUMP_INTR) return st;
+    reset();
+    nlmsg_hdr(msg)->nlmsg_seq = NL_AUTO_SEQ;  // a new request, not the old one again
+  }
+}
+
 const std::error_category& libnl_category() {
   static LibnlCategory c;
   return c;
@@ -660,7 +673,7 @@ Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
     if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
       buckets[nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
   };
-  if (auto st = dump_request(sock_.get(), msg.get(), what, parse); !st) return st.error();
+  if (auto st = dump_retrying(sock_.get(), msg.get(), what, parse, [&] { buckets.clear(); }); !st) return st.error();
   std::vector<uint32_t> out;
   for (auto& [i, id] : buckets) out.push_back(id);
   return out;
@@ -680,7 +693,9 @@ Result<std::map<uint32_t, std::vector<uint32_t>>> Netlink::all_nexthop_buckets()
     if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
       buckets[nla_get_u32(tb[NHA_ID])][nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
   };
-  if (auto st = dump_request(sock_.get(), msg.get(), "listing the buckets of every nexthop group in " + ns_, parse); !st)
+  if (auto st = dump_retrying(sock_.get(), msg.get(), "listing the buckets of every nexthop group in " + ns_, parse,
+                              [&] { buckets.clear(); });
+      !st)
     return st.error();
   std::map<uint32_t, std::vector<uint32_t>> out;
   for (auto& [g, b] : buckets)
