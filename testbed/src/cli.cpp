@@ -1024,9 +1024,10 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
                      "  cpus              {}\n  memory available  {:.1f} GiB (daemons: about 10 MiB per job host, 72 "
                      "MiB per switch)\n  kernel.pid_max    {}\n  threads-max       {}\n  open files        {} "
                      "(per daemon; gobgpd holds one per BGP session)\n  neighbour limit   {} (gc_thresh3; lanes' "
-                     "permanent entries do not count)\n",
+                     "permanent entries do not count)\n  receive backlog   {} packets per CPU (netdev_max_backlog, "
+                     "shared by every namespace: a burst beyond it drops, e.g. SYNs connected 1 s late)\n",
                      lim.cpus, static_cast<double>(lim.mem_available) / (1u << 30), lim.pid_max, lim.threads_max,
-                     lim.nofile, lim.gc_thresh3);
+                     lim.nofile, lim.gc_thresh3, lim.netdev_max_backlog);
   return kOk;
 }
 

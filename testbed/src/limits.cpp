@@ -48,6 +48,7 @@ MachineLimits read_machine_limits() {
   rlimit r{};
   if (::getrlimit(RLIMIT_NOFILE, &r) == 0) m.nofile = r.rlim_cur == RLIM_INFINITY ? UINT64_MAX : r.rlim_cur;
   m.gc_thresh3 = read_number("/proc/sys/net/ipv4/neigh/default/gc_thresh3");
+  m.netdev_max_backlog = read_number("/proc/sys/net/core/netdev_max_backlog");
   m.mem_available = mem_available();
   long n = ::sysconf(_SC_NPROCESSORS_ONLN);
   m.cpus = n > 0 ? static_cast<uint64_t>(n) : 0;
@@ -56,7 +57,8 @@ MachineLimits read_machine_limits() {
 
 nlohmann::json MachineLimits::to_json() const {
   return {{"pid_max", pid_max},         {"threads_max", threads_max}, {"nofile", nofile},
-          {"neighbour_gc_thresh3", gc_thresh3}, {"mem_available_bytes", mem_available}, {"cpus", cpus}};
+          {"neighbour_gc_thresh3", gc_thresh3}, {"netdev_max_backlog", netdev_max_backlog},
+          {"mem_available_bytes", mem_available}, {"cpus", cpus}};
 }
 
 Footprint estimate_footprint(const Topology& topo) {

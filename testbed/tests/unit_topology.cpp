@@ -348,4 +348,9 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   auto fw = footprint_warnings(fleet, roomy);
   REQUIRE(fw.size() == 1);
   CHECK(fw[0].find("2109 daemons on 2 CPUs") != std::string::npos);
+  // the machine's own: read from /proc, every one there
+  auto here = read_machine_limits();
+  CHECK(here.netdev_max_backlog > 0);
+  CHECK(here.gc_thresh3 > 0);
+  CHECK(here.to_json().contains("netdev_max_backlog"));
 }

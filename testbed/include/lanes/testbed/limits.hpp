@@ -19,6 +19,8 @@ struct MachineLimits {
   uint64_t threads_max = 0;        // /proc/sys/kernel/threads-max
   uint64_t nofile = 0;             // RLIMIT_NOFILE (soft) that daemons inherit
   uint64_t gc_thresh3 = 0;         // neighbour entries of all namespaces that are not permanent
+  uint64_t netdev_max_backlog = 0; // packets a CPU queues on receive, every namespace's veths alike: a burst
+                                   // beyond it drops (fleet-bootstrap's SYNs, connected 1 s late)
   uint64_t mem_available = 0;      // bytes, MemAvailable
   uint64_t cpus = 0;
 
