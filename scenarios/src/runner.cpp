@@ -376,51 +376,52 @@ class PhaseRun {
           if (topo_.nodes[static_cast<size_t>(h)].job) out.push_back(topo_.nodes[static_cast<size_t>(h)].name);
     return out;
   }
-  // Each host's group members as its switch holds them: one route dump and
-  // one nexthop dump per switch, however many hosts.
-  std::map<std::string, std::vector<uint32_t>> groups(const std::vector<std::string>& hosts) {
-    if (hosts.size() == 1) return {{hosts[0], group(hosts[0]).second}};
-    std::map<int, std::vector<std::string>> by_switch;
-    for (const auto& h : hosts) by_switch[switch_of(h)].push_back(h);
-    std::map<std::string, std::vector<uint32_t>> out;
-    for (const auto& [sw, hs] : by_switch) {
-      auto& nl = live_->tb().netlink(sw);
-      auto routes = nl.route_entries(AF_INET);
-      auto nhs = nl.nexthops();
-      std::map<std::string, uint32_t> nh_of;
-      std::map<uint32_t, std::vector<uint32_t>> members;
-      if (routes)
-        for (const auto& r : routes.value()) nh_of[r.dst] = r.nh_id;
-      if (nhs)
-        for (const auto& n : nhs.value())
-          for (auto [id, w] : n.members) members[n.id].push_back(id);
-      for (const auto& h : hs) {
-        auto it = nh_of.find(task_prefix(h));
-        out[h] = it == nh_of.end() || !it->second ? std::vector<uint32_t>{} : members[it->second];
+  // Each host's group id at its switch, hosts grouped by switch: one route
+  // dump per switch, however many hosts (0: no route, or one without a group).
+  std::map<int, std::map<std::string, uint32_t>> group_ids(const std::vector<std::string>& hosts) {
+    std::map<int, std::map<std::string, uint32_t>> out;
+    std::map<int, std::map<std::string, uint32_t>> nh_of;  // switch -> prefix -> group
+    for (const auto& h : hosts) {
+      int sw = switch_of(h);
+      if (!nh_of.count(sw)) {
+        auto routes = live_->tb().netlink(sw).route_entries(AF_INET);
+        if (!routes) throw StepError(routes.error().what());
+        for (const auto& r : routes.value()) nh_of[sw][r.dst] = r.nh_id;
       }
+      auto it = nh_of[sw].find(task_prefix(h));
+      out[sw][h] = it == nh_of[sw].end() ? 0 : it->second;
     }
     return out;
   }
-  // Each host's group's buckets (bucket index → nexthop id): one route
-  // dump and one bucket dump per switch.
-  std::map<std::string, std::vector<uint32_t>> buckets_of(const std::vector<std::string>& hosts) {
-    if (hosts.size() == 1) return {{hosts[0], buckets(hosts[0])}};
-    std::map<int, std::vector<std::string>> by_switch;
-    for (const auto& h : hosts) by_switch[switch_of(h)].push_back(h);
+  // Each host's group members as its switch holds them (one more dump per
+  // switch); a dump that fails counts as no members, for the waits to ask again.
+  std::map<std::string, std::vector<uint32_t>> groups(const std::vector<std::string>& hosts) {
     std::map<std::string, std::vector<uint32_t>> out;
-    for (const auto& [sw, hs] : by_switch) {
-      auto& nl = live_->tb().netlink(sw);
-      auto routes = nl.route_entries(AF_INET);
-      auto all = nl.all_nexthop_buckets();
-      if (!routes) throw StepError(routes.error().what());
+    std::map<int, std::map<std::string, uint32_t>> ids;
+    try {
+      ids = group_ids(hosts);
+    } catch (const StepError&) {
+      for (const auto& h : hosts) out[h] = {};
+      return out;
+    }
+    for (const auto& [sw, of] : ids) {
+      auto nhs = live_->tb().netlink(sw).nexthops();
+      std::map<uint32_t, std::vector<uint32_t>> members;
+      if (nhs)
+        for (const auto& n : nhs.value())
+          for (auto [id, w] : n.members) members[n.id].push_back(id);
+      for (const auto& [h, g] : of) out[h] = g ? members[g] : std::vector<uint32_t>{};
+    }
+    return out;
+  }
+  // Each host's group's buckets (bucket index → nexthop id): one more dump
+  // per switch.
+  std::map<std::string, std::vector<uint32_t>> buckets_of(const std::vector<std::string>& hosts) {
+    std::map<std::string, std::vector<uint32_t>> out;
+    for (const auto& [sw, of] : group_ids(hosts)) {
+      auto all = live_->tb().netlink(sw).all_nexthop_buckets();
       if (!all) throw StepError(all.error().what());
-      std::map<std::string, uint32_t> nh_of;
-      for (const auto& r : routes.value()) nh_of[r.dst] = r.nh_id;
-      for (const auto& h : hs) {
-        auto it = nh_of.find(task_prefix(h));
-        if (it != nh_of.end() && all.value().count(it->second)) out[h] = all.value().at(it->second);
-        else out[h] = {};
-      }
+      for (const auto& [h, g] : of) out[h] = all.value().count(g) ? all.value().at(g) : std::vector<uint32_t>{};
     }
     return out;
   }

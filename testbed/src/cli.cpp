@@ -340,8 +340,7 @@ nlohmann::json switch_status(const RunRegistry& reg, const std::string& id, cons
   // one RIB dump per family, no call per neighbor.
   std::map<std::string, uint64_t> in_rib;
   for (const char* fam : {"ipv4", "ipv6"}) {
-    if (!with_rib) break;
-    auto rib = gobgp_json({"global", "rib", "-j", "-a", fam});
+    auto rib = with_rib ? gobgp_json({"global", "rib", "-j", "-a", fam}) : nlohmann::json();
     if (rib.is_object())
       for (const auto& [prefix, paths] : rib.items())
         for (const auto& p : paths) ++in_rib[p.value("neighbor-ip", "")];
@@ -461,7 +460,7 @@ nlohmann::json interfaces_json(int ns_fd, const std::string& nsname, int node,
 nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id, const Topology& full,
                                const std::set<std::string>& only = {}) {
   nlohmann::json j = run_summary_json(reg, id);
-  std::optional<Topology> topo = full;
+  const Topology* topo = &full;
   std::map<std::pair<int, std::string>, std::string> peer_of;
   for (const auto& lk : topo->links) {
     peer_of[{lk.a.node, lk.a.ifname}] = topo->nodes[lk.b.node].name + ":" + lk.b.ifname;

@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
             // while the NIC was down went out through another NIC to the
             // switch's address on the dead port, whose answers had no way
             // back, and hung in OpenSent long after the NIC returned (seen
-            // on 3 of 64 hosts of a rack); one due later should not wait out
+            // when a whole rack's NICs failed at once); one due later should not wait out
             // its backoff once the NIC is back
             for (auto& p : peers)
               if (p->eth == x.eth && p->session.state() != State::established) {
