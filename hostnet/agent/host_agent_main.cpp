@@ -23,10 +23,10 @@
 #include <optional>
 
 #include "lanes/hostnet/datapath.hpp"
-#include "lanes/testbed/daemon_main.hpp"
-#include "lanes/testbed/log.hpp"
-#include "lanes/testbed/netlink.hpp"
-#include "lanes/testbed/netns.hpp"
+#include "lanes/core/daemon_main.hpp"
+#include "lanes/core/log.hpp"
+#include "lanes/core/netlink.hpp"
+#include "lanes/core/netns.hpp"
 
 using namespace lanes::testbed;
 using namespace lanes::hostnet;

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "datapath.skel.h"
-#include "lanes/testbed/log.hpp"
+#include "lanes/core/log.hpp"
 
 namespace lanes::hostnet {
 

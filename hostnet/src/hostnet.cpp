@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lanes/testbed/log.hpp"
-#include "lanes/testbed/neighbors.hpp"
-#include "lanes/testbed/netns.hpp"
+#include "lanes/core/log.hpp"
+#include "lanes/core/neighbors.hpp"
+#include "lanes/core/netns.hpp"
 
 namespace lanes::hostnet {
 

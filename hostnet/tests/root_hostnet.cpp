@@ -13,7 +13,7 @@
 
 #include "bgp_support.hpp"
 #include "lanes/hostnet/hostnet.hpp"
-#include "lanes/testbed/features.hpp"
+#include "lanes/core/features.hpp"
 
 using namespace lanes::testbed;
 using lanes::hostnet::job_netns;

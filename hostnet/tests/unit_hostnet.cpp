@@ -5,8 +5,8 @@
 #include <set>
 
 #include "lanes/hostnet/hostnet.hpp"
-#include "lanes/testbed/neighbors.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/core/neighbors.hpp"
+#include "lanes/core/topology_loader.hpp"
 
 using namespace lanes::testbed;
 

@@ -22,7 +22,7 @@
 
 #include "lanes/reports/result.hpp"
 #include "lanes/reports/writers.hpp"
-#include "lanes/testbed/process.hpp"
+#include "lanes/core/process.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include "lanes/reports/result.hpp"
 #include "lanes/reports/writers.hpp"
-#include "lanes/testbed/process.hpp"
+#include "lanes/core/process.hpp"
 
 using namespace lanes::reports;
 

@@ -19,12 +19,15 @@
 #include <thread>
 
 #include "lanes/hostnet/hostnet.hpp"
-#include "lanes/testbed/convergence.hpp"
-#include "lanes/testbed/interrupt.hpp"
-#include "lanes/testbed/live_run.hpp"
-#include "lanes/testbed/process.hpp"
-#include "lanes/testbed/switch_config.hpp"
-#include "lanes/testbed/switches.hpp"
+#include "lanes/switch/convergence.hpp"
+#include "lanes/core/interrupt.hpp"
+#include "lanes/core/live_run.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/switch/switch_config.hpp"
+#include "lanes/core/log.hpp"
+#include "lanes/core/supervisor.hpp"
+#include "lanes/switch/gobgp_client.hpp"
+#include "lanes/switch/switches.hpp"
 
 namespace lanes::scenarios {
 
@@ -79,18 +82,6 @@ json last_json_line(const std::string& path) {
   } catch (const std::exception&) {
     return {};
   }
-}
-
-std::string tail_of(const std::string& path, size_t max_lines) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string l; std::getline(in, l);) {
-    lines.push_back(l);
-    if (lines.size() > max_lines) lines.erase(lines.begin());
-  }
-  std::string s;
-  for (const auto& l : lines) s += l + "\n";
-  return s;
 }
 
 // ---- the phase's NIC counters, sampled in the background ----
@@ -1308,20 +1299,6 @@ class PhaseRun {
   static inline const std::set<std::string> kLive = {"rate-ratio", "healthy-flows-kept", "members", "no-task-routes",
                                                      "hijack-rejected"};
 
-  json gobgp(int fd, std::vector<std::string> args) {
-    tb::ProcessSpec q{"gobgp", {"gobgp", "-u", "127.0.0.1", "-p", std::to_string(tb::kGobgpApiPort)}};
-    q.argv.insert(q.argv.end(), args.begin(), args.end());
-    q.netns_fd = fd;
-    q.new_session = false;
-    auto out = tb::run_capture(q, std::chrono::seconds(5));
-    if (!out || out.value().status != 0) return {};
-    try {
-      return json::parse(out.value().out);
-    } catch (const std::exception&) {
-      return {};
-    }
-  }
-
   Assertion live_assert(const Step& st) {
     Assertion a;
     a.line = st.line;
@@ -1417,10 +1394,13 @@ class PhaseRun {
           }
         }
       }
-      for (const char* fam : {"ipv4", "ipv6"}) {
-        json j = gobgp(ns_fd(n), {"global", "rib", "-j", "-a", fam});
-        if (!j.is_object()) continue;
-        for (const auto& [p, paths] : j.items())
+      auto client = tb::GobgpClient::connect(ns_fd(n));
+      for (int fam : {AF_INET, AF_INET6}) {
+        auto routes = client ? client.value().routes(fam) : tb::Result<std::vector<tb::BgpRoute>>(client.error());
+        if (!routes) continue;
+        std::set<std::string> prefixes;
+        for (const auto& r : routes.value()) prefixes.insert(r.prefix);
+        for (const auto& p : prefixes)
           if (p.size() > 3 && (p.substr(p.size() - 3) == "/32" || p.substr(p.size() - 4) == "/128")) {
             auto ip4 = tb::parse_ip4(p.substr(0, p.find('/')));
             auto ip6 = tb::parse_ip6(p.substr(0, p.find('/')));
@@ -1452,13 +1432,12 @@ class PhaseRun {
         rejected = 0;
         for (const auto& s : status.value("sessions", json::array()))
           if (rogue_nh.count(s.value("neighbor", ""))) rejected += s.value("rejected", uint64_t{0});
-        json rib = gobgp(live_->tb().netns(sw).fd(), {"global", "rib", "-j", "-a", "ipv4", task_prefix(victim)});
         paths = foreign = 0;
-        if (rib.is_object())
-          for (const auto& [p, ps] : rib.items())
-            for (const auto& x : ps) {
+        if (auto client = tb::GobgpClient::connect(live_->tb().netns(sw).fd()))
+          if (auto rib = client.value().routes(AF_INET, task_prefix(victim)))
+            for (const auto& r : rib.value()) {
               ++paths;
-              foreign += !victim_nh.count(x.value("neighbor-ip", ""));
+              foreign += !victim_nh.count(r.neighbor);
             }
         return rejected > 0 && foreign == 0 && paths == victim_nh.size() &&
                group(victim).second.size() == victim_nh.size();
@@ -1559,7 +1538,7 @@ reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt_i
   r.passed = r.error.empty() && !r.assertions.empty() &&
              std::all_of(r.assertions.begin(), r.assertions.end(), [](const Assertion& a) { return a.passed; });
   steps.close();
-  r.log_tail = tail_of(opt.out_dir + "/steps.log", 40);
+  r.log_tail = lanes::log::tail_of(opt.out_dir + "/steps.log", 40);
   return r;
 }
 

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "lanes/scenarios/scenario.hpp"
-#include "lanes/testbed/input_file.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/core/input_file.hpp"
+#include "lanes/core/topology_loader.hpp"
 
 namespace lanes::scenarios {
 

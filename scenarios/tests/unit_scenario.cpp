@@ -8,8 +8,8 @@
 
 #include "lanes/scenarios/runner.hpp"
 #include "lanes/scenarios/scenario.hpp"
-#include "lanes/testbed/process.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/core/topology_loader.hpp"
 
 using namespace lanes::scenarios;
 using lanes::testbed::InputError;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lanes/testbed/netlink.hpp"
+#include "lanes/core/netlink.hpp"
 #include "root_support.hpp"
 
 namespace lanes::test {

@@ -6,12 +6,13 @@
 #include <optional>
 #include <string>
 
-#include "lanes/testbed/process.hpp"
-#include "lanes/testbed/run_registry.hpp"
-#include "lanes/testbed/deploy.hpp"
-#include "lanes/testbed/switches.hpp"
-#include "lanes/testbed/testbed.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/core/run_registry.hpp"
+#include "lanes/core/deploy.hpp"
+#include "lanes/core/supervisor.hpp"
+#include "lanes/switch/switches.hpp"
+#include "lanes/core/testbed.hpp"
+#include "lanes/core/topology_loader.hpp"
 #include "support.hpp"
 
 namespace lanes::test {
@@ -62,13 +63,12 @@ class ScopedRun {
         (void)reg_.remove_dir(id_);
         throw e;
       };
-      if (deploy) {
-        testbed::DeployContext ctx{*tb_, reg_, id_, testbed::probe_kernel_features(),
-                                   std::filesystem::path(lanes_bin()).parent_path().string(), {}};
+      testbed::DeployContext ctx{*tb_, reg_, id_, testbed::probe_kernel_features(),
+                                 std::filesystem::path(lanes_bin()).parent_path().string(), {}};
+      if (auto d = testbed::deploy_switches(ctx); !d) fail(d.error());
+      if (deploy)
         if (auto d = deploy(ctx); !d) fail(d.error());
-        if (auto w = testbed::write_daemon_requests(reg_, id_, ctx.daemons); !w) fail(w.error());
-      }
-      if (auto w = testbed::write_switch_configs(tb_->topology(), reg_, id_); !w) fail(w.error());
+      if (auto w = testbed::write_daemon_requests(reg_, id_, ctx.daemons); !w) fail(w.error());
       auto sup = testbed::start_supervisor(reg_, id_, std::chrono::seconds(30), lanes_bin());
       if (!sup) fail(sup.error());
       daemons_.push_back(sup.value());

@@ -11,7 +11,7 @@
 #include <optional>
 
 #include "bgp_support.hpp"
-#include "lanes/testbed/fib_agent.hpp"
+#include "lanes/switch/fib_agent.hpp"
 
 using namespace lanes::testbed;
 using lanes::test::eventually;
@@ -343,7 +343,9 @@ TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs
   auto tb = Testbed::build(topo, id);
   REQUIRE(tb.ok());
   std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
-  REQUIRE(write_switch_configs(topo, reg, id).ok());
+  DeployContext ctx{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}};
+  REQUIRE(deploy_switches(ctx).ok());
+  REQUIRE(write_daemon_requests(reg, id, ctx.daemons).ok());
   // break it after the check, as a bad config would
   std::ofstream(switch_files(reg, id, "r1-tor").gobgp_config) << "[global.config]\n  as = \"not a number\"\n";
   auto t0 = std::chrono::steady_clock::now();

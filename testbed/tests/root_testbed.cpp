@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "lanes/testbed/netlink.hpp"
+#include "lanes/core/netlink.hpp"
 #include "root_support.hpp"
 
 using namespace lanes::testbed;

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "lanes/testbed/address.hpp"
+#include "lanes/core/address.hpp"
 
 using namespace lanes::testbed;
 

@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lanes/testbed/netns.hpp"
+#include "lanes/core/netns.hpp"
 #include "support.hpp"
 
 using lanes::test::lanes_bin;

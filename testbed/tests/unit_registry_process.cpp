@@ -7,9 +7,9 @@
 #include <fstream>
 #include <thread>
 
-#include "lanes/testbed/cleanup.hpp"
-#include "lanes/testbed/process.hpp"
-#include "lanes/testbed/run_registry.hpp"
+#include "lanes/core/cleanup.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/core/run_registry.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;

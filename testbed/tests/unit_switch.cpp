@@ -3,121 +3,19 @@
 #include <fstream>
 #include <map>
 
-#include "lanes/testbed/fib_agent.hpp"
-#include "lanes/testbed/switch_config.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/switch/fib_agent.hpp"
+#include "lanes/switch/switch_config.hpp"
+#include "lanes/core/topology_loader.hpp"
+#include "fake_fib.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;
 using lanes::test::run_command;
 using lanes::test::topology;
+using lanes::test::FakeFib;
+using lanes::test::four_nic_config;
+using lanes::test::kH1;
 
-namespace {
-
-// A kernel that keeps nexthops, groups and routes in maps, and drops a
-// port's next hops when told its carrier went (as the kernel does).
-class FakeFib : public KernelFib {
- public:
-  std::map<std::string, int> ifindexes;
-  std::map<uint32_t, std::pair<int, std::string>> nhs;  // id → oif, gw
-  std::map<uint32_t, std::vector<uint32_t>> groups;
-  std::map<std::string, uint32_t> routes_;  // prefix → group
-  std::set<int> down;                        // oifs without carrier
-  int group_writes = 0, route_writes = 0;
-
-  Result<int> ifindex(const std::string& n) override {
-    if (!ifindexes.count(n)) ifindexes[n] = 10 + static_cast<int>(ifindexes.size());
-    return ifindexes[n];
-  }
-  Result<std::vector<NexthopInfo>> nexthops() override {
-    std::vector<NexthopInfo> out;
-    for (auto& [id, v] : nhs) out.push_back({id, kProtoBgp, v.first, v.second});
-    for (auto& [id, m] : groups) {
-      NexthopInfo g{id, kProtoBgp};
-      g.is_group = true;
-      g.resilient = true;
-      for (auto x : m) g.members.emplace_back(x, 1);
-      out.push_back(g);
-    }
-    return out;
-  }
-  Result<std::vector<RouteEntry>> routes(int family) override {
-    std::vector<RouteEntry> out;
-    for (auto& [p, g] : routes_)
-      if ((p.find(':') != std::string::npos) == (family == AF_INET6)) {
-        RouteEntry e;
-        e.family = family;
-        e.dst = p;
-        e.protocol = kProtoBgp;
-        e.nh_id = g;
-        out.push_back(e);
-      }
-    return out;
-  }
-  Status add_nexthop(uint32_t id, int oif, const std::string& gw) override {
-    if (down.count(oif)) return os_error(ENETDOWN, "carrier down");
-    nhs[id] = {oif, gw};
-    return {};
-  }
-  Status set_group(uint32_t id, const std::vector<uint32_t>& m, const ResilientParams&, bool replace) override {
-    if (!replace && groups.count(id)) return os_error(EEXIST, "exists");
-    for (auto x : m)
-      if (!nhs.count(x)) return os_error(EINVAL, "no such member");
-    groups[id] = m;
-    ++group_writes;
-    return {};
-  }
-  Status delete_nexthop(uint32_t id) override {
-    nhs.erase(id);
-    groups.erase(id);
-    return {};
-  }
-  Status set_route(const std::string& p, uint32_t g) override {
-    if (!groups.count(g)) return os_error(EINVAL, "no group");
-    routes_[p] = g;
-    ++route_writes;
-    return {};
-  }
-  Status delete_route(const std::string& p) override {
-    routes_.erase(p);
-    return {};
-  }
-  Status add_static(const AgentStatic&, int) override { return {}; }
-  Status add_blackhole(const std::string&) override { return {}; }
-
-  // the kernel's reaction to carrier loss on OIF
-  void lose_carrier(int oif) {
-    down.insert(oif);
-    std::set<uint32_t> gone;
-    for (auto it = nhs.begin(); it != nhs.end();)
-      if (it->second.first == oif) {
-        gone.insert(it->first);
-        it = nhs.erase(it);
-      } else {
-        ++it;
-      }
-    for (auto it = groups.begin(); it != groups.end();) {
-      auto& m = it->second;
-      m.erase(std::remove_if(m.begin(), m.end(), [&](uint32_t x) { return gone.count(x); }), m.end());
-      if (m.empty()) {
-        uint32_t g = it->first;
-        for (auto r = routes_.begin(); r != routes_.end();) r = r->second == g ? routes_.erase(r) : std::next(r);
-        it = groups.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-};
-
-AgentConfig four_nic_config() {
-  auto t = load_topology(topology("laptop.xml"));
-  return AgentConfig::from_json(render_agent_config(t, t.find_node("r1-tor")));
-}
-
-const std::vector<std::string> kH1 = {"198.19.1.0", "198.19.1.1", "198.19.1.2", "198.19.1.3"};
-
-}  // namespace
 
 TEST_CASE("rendered gobgpd configurations pass gobgpd --dry-run", "[unit]") {
   for (const char* f : {"laptop.xml", "two-racks.xml", "rack-64.xml"}) {
@@ -161,26 +59,6 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(cfg.find("[neighbors.add-paths.config]\n    receive = true") != std::string::npos);
   CHECK(cfg.find("max-prefixes = 2") != std::string::npos);
   CHECK(render_agent_config(ap, ap.find_node("r-tor"))["resilient"]["buckets"] == 32);
-}
-
-TEST_CASE("gobgp monitor lines parse into multipath sets and withdrawals", "[unit]") {
-  auto j = nlohmann::json::parse(R"([
-    {"nlri":{"prefix":"198.19.0.1/32"},"attrs":[{"type":1,"value":2},{"type":3,"nexthop":"198.19.1.2"}],"neighbor-ip":"198.19.1.2"},
-    {"nlri":{"prefix":"198.19.0.1/32"},"attrs":[{"type":3,"nexthop":"198.19.1.0"}],"neighbor-ip":"198.19.1.0"}])");
-  auto m = parse_gobgp_paths(j);
-  REQUIRE(m.size() == 1);
-  CHECK(m["198.19.0.1/32"] == std::vector<std::string>{"198.19.1.2", "198.19.1.0"});
-  auto v6 = parse_gobgp_paths(nlohmann::json::parse(
-      R"([{"nlri":{"prefix":"2001:2:0:100::9/128"},"attrs":[{"type":14,"nexthop":"198.19.1.1","afi":2,"safi":1}]}])"));
-  CHECK(v6["2001:2:0:100::9/128"] == std::vector<std::string>{"198.19.1.1"});
-  auto wd = parse_gobgp_paths(nlohmann::json::parse(
-      R"([{"nlri":{"prefix":"198.19.0.9/32"},"attrs":[{"type":3,"nexthop":"198.19.1.0"}],"withdrawal":true}])"));
-  REQUIRE(wd.count("198.19.0.9/32"));
-  CHECK(wd["198.19.0.9/32"].empty());
-  // `gobgp global rib -j` gives an object keyed by prefix
-  auto dump = parse_gobgp_paths(nlohmann::json::parse(
-      R"({"198.19.0.0/22":[{"nlri":{"prefix":"198.19.0.0/22"},"attrs":[{"type":3,"nexthop":"0.0.0.0"}]}]})"));
-  CHECK(dump["198.19.0.0/22"] == std::vector<std::string>{"0.0.0.0"});
 }
 
 TEST_CASE("FIB agent makes a four-member group from four paths and a withdrawal shrinks it in place", "[unit]") {

@@ -4,10 +4,10 @@
 #include <set>
 #include <unistd.h>
 
-#include "lanes/testbed/graph.hpp"
-#include "lanes/testbed/limits.hpp"
-#include "lanes/testbed/run_registry.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/cli/graph.hpp"
+#include "lanes/core/limits.hpp"
+#include "lanes/core/run_registry.hpp"
+#include "lanes/core/topology_loader.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;

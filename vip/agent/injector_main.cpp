@@ -22,9 +22,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "lanes/testbed/daemon_main.hpp"
-#include "lanes/testbed/log.hpp"
-#include "lanes/testbed/netlink.hpp"
+#include "lanes/core/daemon_main.hpp"
+#include "lanes/core/log.hpp"
+#include "lanes/core/netlink.hpp"
 #include "lanes/vip/dial.hpp"
 #include "lanes/vip/session.hpp"
 

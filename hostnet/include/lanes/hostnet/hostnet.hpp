@@ -26,9 +26,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "lanes/testbed/deploy.hpp"
-#include "lanes/testbed/model.hpp"
-#include "lanes/testbed/netlink.hpp"
+#include "lanes/core/deploy.hpp"
+#include "lanes/core/model.hpp"
+#include "lanes/core/netlink.hpp"
 
 namespace lanes::hostnet {
 

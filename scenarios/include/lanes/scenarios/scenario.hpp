@@ -27,8 +27,8 @@
 #include <string>
 #include <vector>
 
-#include "lanes/testbed/model.hpp"
-#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/core/model.hpp"
+#include "lanes/core/topology_loader.hpp"
 
 namespace lanes::scenarios {
 

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "lanes/testbed/deploy.hpp"
+#include "lanes/core/deploy.hpp"
 
 namespace lanes::vip {
 

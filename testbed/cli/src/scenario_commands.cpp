@@ -1,0 +1,257 @@
+#include "lanes/cli/scenario_commands.hpp"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "lanes/reports/writers.hpp"
+#include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/scenario.hpp"
+#include "lanes/cli/cli.hpp"
+#include "lanes/core/features.hpp"
+#include "lanes/core/interrupt.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/core/run_registry.hpp"
+#include "lanes/core/topology_loader.hpp"
+#include "lanes/core/version.hpp"
+
+namespace lanes::scenarios {
+
+namespace po = boost::program_options;
+namespace tb = lanes::testbed;
+
+namespace {
+
+std::string utc_now(const char* fmt_s) {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, fmt_s, std::gmtime(&t));
+  return buf;
+}
+
+std::string gobgpd_version() {
+  tb::ProcessSpec spec{"gobgpd --version", {"gobgpd", "--version"}};
+  spec.new_session = false;
+  auto r = tb::run_capture(spec, std::chrono::seconds(5));
+  if (!r || r.value().status != 0) return "unknown";
+  std::string s = r.value().out;
+  s.erase(std::remove(s.begin(), s.end(), '\n'), s.end());
+  return s;
+}
+
+int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::vector<std::string> files;
+  std::string out_dir, seed_text = "1", run_id_prefix;
+  desc.add_options()("file", po::value(&files)->required()->multitoken(),
+                     "scenario or suite files, or names of shipped scenarios (lanes scenarios)")(
+      "out", po::value(&out_dir), "where results.json, junit.xml and report.html go (default: ./lanes-results/<time>)")(
+      "seed", po::value(&seed_text), "seed of every traffic pattern: 0 to 2^64-1 (default 1)")(
+      "run-id", po::value(&run_id_prefix),
+      "PREFIX: name the phases' runs PREFIX1, PREFIX2, ... (1-7 of a-z, 0-9; default: random ids)")(
+      "keep", "leave the last phase's topology up afterwards (lanes down RUN removes it)")(
+      "quiet,q", "no progress lines; only the summary");
+  po::positional_options_description pos;
+  pos.add("file", -1);
+  po::variables_map vm;
+  if (!tb::parse_command_line(
+          args, "run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured", desc,
+          pos, vm, out,
+          "Each phase of a scenario brings its topology up, runs its steps (workloads, faults, waits,\n"
+          "assertions) and takes it down again; then the scenario's assertions are evaluated. Every\n"
+          "scenario file is checked before anything is built. Ctrl-C stops and tears everything down.\n"
+          "Exit status: 0 when every assertion passed, 1 when one failed or a scenario could not run,\n"
+          "2 on bad input."))
+    return tb::kExitOk;
+  uint64_t seed = 0;
+  {
+    auto bad = [&] { return tb::UsageError(fmt::format("--seed {}: expected a whole number from 0 to 2^64-1", seed_text)); };
+    if (seed_text.empty() || seed_text.find_first_not_of("0123456789") != std::string::npos || seed_text.size() > 20)
+      throw bad();
+    try {
+      seed = std::stoull(seed_text);
+    } catch (const std::exception&) {
+      throw bad();
+    }
+  }
+  if (vm.count("run-id") && (run_id_prefix.size() > 7 || !tb::RunRegistry::valid_id(run_id_prefix)))
+    throw tb::UsageError(fmt::format("--run-id '{}': a prefix is 1-7 characters of a-z and 0-9", run_id_prefix));
+  std::vector<Scenario> all;
+  for (const auto& f : files) {
+    auto v = load_scenarios(resolve_scenario(f));  // bad input: InputError, exit 2, nothing built
+    for (auto& s : v) all.push_back(std::move(s));
+  }
+  if (!tb::have_privileges(err, "run")) return tb::kExitFailure;
+  if (out_dir.empty()) out_dir = "lanes-results/" + utc_now("%Y%m%d-%H%M%S");
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) {
+    err << "lanes run: --out " << out_dir << ": " << ec.message() << "\n";
+    return tb::kExitBadInput;
+  }
+  tb::install_interrupt_handlers();
+  reports::RunResult result;
+  result.lanes_version = tb::kVersion;
+  utsname u{};
+  ::uname(&u);
+  result.kernel = u.release;
+  result.gobgpd = gobgpd_version();
+  result.features = tb::probe_kernel_features().to_json();
+  result.seed = seed;
+  result.started = utc_now("%Y-%m-%dT%H:%M:%SZ");
+  auto t0 = std::chrono::steady_clock::now();
+  RunOptions opt;
+  opt.out_dir = out_dir;
+  opt.seed = seed;
+  opt.progress = vm.count("quiet") ? nullptr : &out;
+  std::string kept;
+  opt.kept_run = &kept;
+  int phase_seq = 0;
+  opt.run_id_prefix = run_id_prefix;
+  opt.phase_seq = &phase_seq;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (tb::interrupted()) break;
+    opt.keep = vm.count("keep") && i + 1 == all.size();
+    result.scenarios.push_back(run_scenario(all[i], opt));
+    result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reports::write_all(result, out_dir);  // after each scenario: a partial report survives a crash
+  }
+  if (tb::interrupted()) {
+    err << "lanes run: interrupted; everything it built is torn down\n";
+  }
+  reports::write_all(result, out_dir);
+  reports::terminal_summary(result, out_dir, out);
+  if (!kept.empty())
+    out << "run " << kept << " is still up (lanes status " << kept << "; lanes down " << kept << ")\n";
+  if (tb::interrupted()) return 130;
+  return result.passed() && result.scenarios.size() == all.size() ? tb::kExitOk : tb::kExitFailure;
+}
+
+int cmd_scenarios(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  po::options_description desc("options");
+  desc.add_options()("json", "print the list as JSON");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!tb::parse_command_line(args, "scenarios", "[--json]", "list the shipped scenarios", desc, pos, vm, out))
+    return tb::kExitOk;
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(shipped_dir(), ec))
+    if (e.path().extension() == ".xml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& f : files) {
+    std::string name = f.stem().string(), desc_s, kind = "scenario";
+    try {
+      auto v = load_scenarios(f.string());
+      if (v.size() == 1 && v[0].name == name) {
+        desc_s = v[0].description;
+      } else {
+        kind = "suite";
+        desc_s = fmt::format("suite of {} scenarios", v.size());
+      }
+    } catch (const std::exception& e) {
+      desc_s = std::string("(does not load: ") + e.what() + ")";
+    }
+    j.push_back({{"name", name}, {"kind", kind}, {"file", f.string()}, {"description", desc_s}});
+  }
+  if (vm.count("json")) {
+    out << j.dump(2) << "\n";
+    return tb::kExitOk;
+  }
+  if (j.empty()) {
+    out << "no scenarios in " << shipped_dir() << " (set LANES_SCENARIOS_DIR)\n";
+    return tb::kExitFailure;
+  }
+  for (const auto& x : j)
+    out << fmt::format("{:<28} {}\n", x["name"].get<std::string>(), x["description"].get<std::string>());
+  out << "\nlanes run NAME runs one (files are in " << shipped_dir() << ")\n";
+  return tb::kExitOk;
+}
+
+int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  po::options_description desc("options");
+  std::string dir;
+  desc.add_options()("dir", po::value(&dir)->required(), "a results directory (lanes run --out DIR)");
+  po::positional_options_description pos;
+  pos.add("dir", 1);
+  po::variables_map vm;
+  if (!tb::parse_command_line(args, "report", "DIR", "re-render DIR/report.html and DIR/junit.xml from DIR/results.json",
+                              desc, pos, vm, out))
+    return tb::kExitOk;
+  reports::RunResult r;
+  try {
+    r = reports::read_results_json(dir + "/results.json");
+  } catch (const std::runtime_error& e) {
+    throw tb::InputError({e.what()});
+  }
+  reports::write_all(r, dir);
+  reports::terminal_summary(r, dir, out);
+  return tb::kExitOk;
+}
+
+int cmd_compare(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  po::options_description desc("options");
+  std::vector<std::string> dirs;
+  std::string html;
+  desc.add_options()("dirs", po::value(&dirs)->required()->multitoken(), "two results directories")(
+      "html", po::value(&html), "also write the comparison as an HTML file");
+  po::positional_options_description pos;
+  pos.add("dirs", 2);
+  po::variables_map vm;
+  if (!tb::parse_command_line(args, "compare", "A B [--html FILE]",
+                              "put two runs side by side, differences highlighted", desc, pos, vm, out))
+    return tb::kExitOk;
+  if (dirs.size() != 2) throw tb::UsageError("give two results directories");
+  reports::RunResult a, b;
+  try {
+    a = reports::read_results_json(dirs[0] + "/results.json");
+    b = reports::read_results_json(dirs[1] + "/results.json");
+  } catch (const std::runtime_error& e) {
+    throw tb::InputError({e.what()});
+  }
+  reports::compare_text(a, dirs[0], b, dirs[1], out);
+  if (!html.empty()) {
+    std::ofstream o(html, std::ios::trunc);
+    o << reports::html_compare(a, dirs[0], b, dirs[1]);
+    if (!o) throw std::runtime_error("writing " + html + " failed");
+    out << "comparison written to " << html << "\n";
+  }
+  return tb::kExitOk;
+}
+
+// lanes validate of a scenario or suite: loaded as lanes run loads it, nothing built
+std::string validate_scenarios(const std::string& path) {
+  auto all = load_scenarios(path);
+  size_t phases = 0, steps = 0;
+  std::string names;
+  for (const auto& sc : all) {
+    phases += sc.phases.size();
+    for (const auto& ph : sc.phases) steps += ph.steps.size();
+    steps += sc.assertions.size();
+    names += (names.empty() ? "" : ", ") + sc.name;
+  }
+  return fmt::format("{} scenario{} ({}), {} phase{}, {} steps", all.size(), all.size() == 1 ? "" : "s", names,
+                     phases, phases == 1 ? "" : "s", steps);
+}
+
+}  // namespace
+
+void register_commands() {
+  tb::register_validator("scenario", validate_scenarios);
+  tb::register_validator("suite", validate_scenarios);
+  tb::register_command("run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured",
+                       cmd_run);
+  tb::register_command("scenarios", "[--json]", "list the shipped scenarios", cmd_scenarios);
+  tb::register_command("report", "DIR", "re-render a run's HTML report and JUnit XML from its results.json",
+                       cmd_report);
+  tb::register_command("compare", "A B [--html FILE]", "put two runs' results side by side", cmd_compare);
+}
+
+}  // namespace lanes::scenarios

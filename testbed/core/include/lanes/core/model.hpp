@@ -1,0 +1,135 @@
+#pragma once
+// The topology model: what a topology file describes, fully resolved —
+// every parametric count expanded, every address assigned, every interface
+// named. Built by load_topology(); read by the builder, the CLI and the
+// modules that deploy on top of it.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lanes/core/address.hpp"
+
+namespace lanes::testbed {
+
+struct SourceLoc {
+  std::string file;
+  int line = 0;
+};
+
+enum class NodeKind { spine, rack_switch, host, server };
+const char* to_string(NodeKind k);
+
+enum class ServerRole { storage, param };
+const char* to_string(ServerRole r);
+
+enum class EgressMode { single, ecmp, bpf, bpf_numa };
+const char* to_string(EgressMode m);
+std::optional<EgressMode> parse_egress_mode(const std::string& s);
+
+enum class VipMode { per_nic, add_path };
+const char* to_string(VipMode m);
+std::optional<VipMode> parse_vip_mode(const std::string& s);
+
+// One end of a point-to-point link, inside a node's namespace.
+struct Endpoint {
+  int node = -1;      // index into Topology::nodes
+  std::string ifname; // at most 15 characters
+  IfAddr4 addr4;
+  IfAddr6 addr6;
+};
+
+enum class LinkKind { host_nic, server, fabric };
+const char* to_string(LinkKind k);
+
+// A veth pair. Side A is the upper device (switch or spine), side B the
+// lower one (host NIC, server, rack switch uplink).
+struct Link {
+  LinkKind kind = LinkKind::fabric;
+  Endpoint a;
+  Endpoint b;
+  uint64_t rate_bps = 0;  // TBF line rate on both sides; 0 = unshaped
+  int nic = -1;           // host NIC index for host_nic links
+  SourceLoc loc;
+};
+
+struct Nic {
+  int index = 0;
+  uint64_t rate_bps = 0;
+  int numa = 0;
+  int link = -1;    // index into Topology::links
+  IfAddr4 job_addr4; // the container's address for this NIC (inside the rack block)
+  IfAddr6 job_addr6;
+  // the host <-> container link for this NIC (/31, /127 from the hostlink pools)
+  IfAddr4 host_side4, cont_side4;
+  IfAddr6 host_side6, cont_side6;
+};
+
+struct Job {
+  std::string name;
+  Ip4 task_ip4;
+  Ip6 task_ip6;
+  EgressMode egress = EgressMode::ecmp;
+  VipMode vip = VipMode::per_nic;
+};
+
+struct Node {
+  std::string name;
+  NodeKind kind = NodeKind::host;
+  int rack = -1;               // index into Topology::racks, -1 for spines and fabric servers
+  uint32_t asn = 0;            // switches and spines; hosts get one for their injector
+  Ip4 router_id;               // switches and spines: loopback / router id
+  Ip6 loopback6;
+  std::vector<Nic> nics;       // hosts
+  std::optional<Job> job;      // hosts
+  ServerRole role = ServerRole::storage;  // servers
+  SourceLoc loc;
+};
+
+// The rack switch's BGP and FIB settings (attributes of <rack>).
+struct SwitchParams {
+  uint16_t buckets = 128;        // resilient group size per task IP
+  uint32_t idle_timer_s = 120;   // resilient group idle timer
+  uint32_t max_prefixes = 4;     // per host session and address family
+  uint32_t hold_time_s = 9;      // BGP hold time offered to the hosts
+};
+
+struct Rack {
+  std::string name;
+  int switch_node = -1;
+  SwitchParams sw;
+  Net4 block4;  // the rack's task-IP block and aggregate
+  Net6 block6;
+  std::vector<int> hosts;
+  std::vector<int> servers;
+  SourceLoc loc;
+};
+
+struct AddressPools {
+  Net4 loopback4;  // router ids
+  Net6 loopback6;
+  Net4 infra4;     // /31 point-to-point links
+  Net6 infra6;     // /127 point-to-point links
+  Net4 hostlink4;  // /31 host <-> container links, one per host NIC
+  Net6 hostlink6;
+  Net4 task4;      // carved into one block per rack
+  Net6 task6;
+  int rack_block4_len = 22;
+  int rack_block6_len = 64;
+};
+
+struct Topology {
+  std::string name;
+  std::string file;
+  AddressPools pools;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+  std::vector<Rack> racks;
+
+  int find_node(const std::string& name) const;  // -1 if absent
+  std::vector<int> links_of(int node) const;
+  size_t count(NodeKind k) const;
+};
+
+}  // namespace lanes::testbed

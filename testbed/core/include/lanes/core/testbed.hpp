@@ -1,0 +1,73 @@
+#pragma once
+// The builder: a resolved Topology turned into kernel objects for one run —
+// a namespace per node, a veth pair per link, addresses, line-rate TBF —
+// and their removal.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lanes/core/model.hpp"
+#include "lanes/core/netlink.hpp"
+#include "lanes/core/netns.hpp"
+#include "lanes/core/run_registry.hpp"
+
+namespace lanes::testbed {
+
+// The sysctls a node's namespace gets when it is created.
+std::vector<Sysctl> node_sysctls(NodeKind kind);
+
+struct BuildTimings {
+  std::chrono::microseconds namespaces{0}, links{0}, addresses{0}, qdiscs{0}, total{0};
+};
+
+class Testbed {
+ public:
+  Testbed(Testbed&&) noexcept;
+  Testbed& operator=(Testbed&&) noexcept;
+  ~Testbed();  // closes fds and sockets only; the namespaces stay until teardown
+
+  // Builds every namespace and link of TOPO for run RUN_ID. On failure,
+  // everything it created is removed again before the error returns.
+  static Result<Testbed> build(const Topology& topo, const std::string& run_id);
+  // Opens the namespaces of a run that is up.
+  static Result<Testbed> attach(const Topology& topo, const std::string& run_id);
+
+  const Topology& topology() const;
+  const std::string& run_id() const;
+  Netns& netns(int node);
+  Netlink& netlink(int node);
+  std::string netns_name(int node) const;
+  // Interface index of IFNAME on NODE (assigned at build time, or looked up).
+  Result<int> ifindex(int node, const std::string& ifname);
+  const BuildTimings& timings() const;
+
+ private:
+  struct Impl;
+  explicit Testbed(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct TeardownReport {
+  int namespaces = 0;
+  int processes = 0;
+  int bpf_pins = 0;
+  std::vector<std::string> errors;
+};
+
+// Removes every kernel object of run RUN_ID: its supervisor (a recorded one
+// in DAEMONS, or any found in /proc, only if its command line names RUN_ID
+// and STATE_DIR; "" = the run has none yet), every process inside its
+// namespaces (they are the run's), its namespaces (and so every link,
+// address, route, qdisc and BPF attachment in them) and its pinned BPF
+// objects. Processes are stopped by pid and start time. Leaves the run
+// directory alone. The caller has proven the run is dead or its own.
+TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonRecord>& daemons,
+                            const std::string& state_dir);
+
+// Where lanes pins BPF objects of a run, if it pins any.
+std::string bpf_pin_dir(const std::string& run_id);
+
+}  // namespace lanes::testbed

@@ -1,0 +1,73 @@
+#include "lanes/core/deploy.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lanes/core/log.hpp"
+
+namespace lanes::testbed {
+namespace {
+std::vector<std::pair<std::string, Deployer>>& registry() {
+  static std::vector<std::pair<std::string, Deployer>> r;
+  return r;
+}
+}  // namespace
+
+void register_deployer(const std::string& name, Deployer d) { registry().emplace_back(name, std::move(d)); }
+bool have_deployers() { return !registry().empty(); }
+
+Status run_deployers(DeployContext& ctx) {
+  for (auto& [name, d] : registry()) {
+    log::debug("deploying {} for run {}", name, ctx.run_id);
+    if (auto st = d(ctx); !st) return st;
+  }
+  return {};
+}
+
+std::string daemon_requests_path(const RunRegistry& reg, const std::string& run_id) {
+  return reg.dir(run_id) + "/daemons.json";
+}
+
+Status write_daemon_requests(const RunRegistry& reg, const std::string& run_id, const std::vector<DaemonRequest>& d) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : d)
+    j.push_back({{"node", r.node},
+                 {"name", r.name},
+                 {"argv", r.argv},
+                 {"netns", r.netns},
+                 {"ready_file", r.ready_file},
+                 {"wave", r.wave},
+                 {"env", r.env},
+                 {"log", r.log},
+                 {"fatal_log", r.fatal_log}});
+  std::ofstream o(daemon_requests_path(reg, run_id), std::ios::trunc);
+  o << j.dump(2) << "\n";
+  if (!o) return errno_error("writing " + daemon_requests_path(reg, run_id));
+  return {};
+}
+
+std::vector<DaemonRequest> read_daemon_requests(const RunRegistry& reg, const std::string& run_id) {
+  std::vector<DaemonRequest> out;
+  std::ifstream in(daemon_requests_path(reg, run_id));
+  if (!in) return out;
+  try {
+    for (const auto& r : nlohmann::json::parse(in)) {
+      DaemonRequest d;
+      d.node = r.value("node", "");
+      d.name = r.value("name", "");
+      d.argv = r.value("argv", std::vector<std::string>{});
+      d.netns = r.value("netns", "");
+      d.ready_file = r.value("ready_file", "");
+      d.wave = r.value("wave", kWaveHosts);
+      d.env = r.value("env", std::vector<std::pair<std::string, std::string>>{});
+      d.log = r.value("log", "");
+      d.fatal_log = r.value("fatal_log", std::vector<std::string>{});
+      out.push_back(std::move(d));
+    }
+  } catch (const std::exception& e) {
+    log::error("reading {}: {}", daemon_requests_path(reg, run_id), e.what());
+  }
+  return out;
+}
+
+}  // namespace lanes::testbed

@@ -1,0 +1,130 @@
+#include "lanes/core/features.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include <bpf/libbpf.h>
+
+#include "lanes/core/log.hpp"
+#include "probe.skel.h"
+#include "lanes/core/netlink.hpp"
+
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/netem.h>
+#include <netlink/route/tc.h>
+#include <netlink/netlink.h>
+
+namespace lanes::testbed {
+
+nlohmann::json KernelFeatures::to_json() const {
+  return {{"kernel", kernel},
+          {"netkit", netkit},
+          {"dummy", dummy},
+          {"netem", netem},
+          {"tbf", tbf},
+          {"nexthop_objects", nexthop_objects},
+          {"resilient_groups", resilient_groups},
+          {"bpf", bpf},
+          {"bpf_error", bpf_error},
+          {"notes", notes}};
+}
+
+namespace {
+bool try_netem(Netlink& nl, int ifindex) {
+  rtnl_qdisc* q = rtnl_qdisc_alloc();
+  rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+  rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
+  rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(1, 0));
+  bool ok = false;
+  if (rtnl_tc_set_kind(TC_CAST(q), "netem") == 0) {
+    rtnl_netem_set_delay(q, 1000);
+    rtnl_netem_set_limit(q, 1000);
+    int err = rtnl_qdisc_add(nl.raw(), q, NLM_F_CREATE | NLM_F_REPLACE);
+    ok = err == 0;
+    if (!ok) log::debug("feature probe: netem: {}", nl_geterror(err));
+  }
+  rtnl_qdisc_put(q);
+  return ok;
+}
+}  // namespace
+
+KernelFeatures probe_kernel_features() {
+  KernelFeatures f;
+  utsname u{};
+  if (::uname(&u) == 0) f.kernel = u.release;
+  // An anonymous namespace on a worker thread: it disappears when the thread
+  // leaves it and its sockets close; nothing is bind-mounted.
+  std::thread worker([&] {
+    int original = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (original < 0) return;
+    if (::unshare(CLONE_NEWNET) != 0) {
+      log::warn("feature probe: cannot create a scratch namespace: {}", std::strerror(errno));
+      ::close(original);
+      return;
+    }
+    {
+      auto nlr = Netlink::open_here("feature-probe");
+      if (nlr) {
+        Netlink& nl = nlr.value();
+        auto nk = nl.create_netkit("probe-nk", 0, "probe-nkp", 0, -1, "feature-probe");
+        f.netkit = nk.ok();
+        if (!nk) log::debug("feature probe: {}", nk.error().what());
+        f.dummy = nl.create_dummy("probe-d", 0).ok();
+        auto veth = nl.create_veth("probe0", 0, "probe1", 0, -1, "");
+        if (!veth) log::warn("feature probe: {}", veth.error().what());
+        if (veth) {
+          auto idx = nl.ifindex("probe0");
+          auto peer = nl.ifindex("probe1");
+          if (idx && peer && nl.set_link_up(peer.value(), true, "probe1")) {
+            f.tbf = nl.set_tbf(idx.value(), 100'000'000, "probe0").ok();
+            f.netem = try_netem(nl, peer.value());
+            f.nexthop_objects = nl.add_nexthop(1, idx.value(), "").ok();
+            f.resilient_groups =
+                f.nexthop_objects && nl.add_nexthop_group(2, {{1, 1}}, ResilientParams{}).ok();
+          }
+        }
+      }
+    }
+    if (::setns(original, CLONE_NEWNET) != 0)
+      log::error("feature probe: returning to the original namespace: {}", std::strerror(errno));
+    ::close(original);
+  });
+  worker.join();
+  if (!f.netkit) f.notes += "no netkit: job containers use veth pairs; ";
+  if (!f.dummy) f.notes += "no dummy devices: task IPs live on the container's loopback; ";
+  if (!f.netem) f.notes += "no netem: delay/loss emulation is unavailable (silent drops use nftables); ";
+  if (!f.resilient_groups) f.notes += "no resilient nexthop groups: switches fall back to hash-threshold ECMP; ";
+  {
+    // libbpf's own messages go to the logging facade
+    libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
+      char buf[1024];
+      int n = std::vsnprintf(buf, sizeof buf, format, args);
+      std::string_view msg(buf, n > 0 ? std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1) : 0);
+      while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+      if (level == LIBBPF_WARN)
+        log::warn("{}", msg);
+      else
+        log::debug("{}", msg);
+      return 0;
+    });
+    // load (never attach) the probe program from its embedded skeleton
+    probe_bpf* skel = probe_bpf__open();
+    int err = skel ? probe_bpf__load(skel) : -errno;
+    f.bpf = skel && err == 0;
+    if (!f.bpf) f.bpf_error = std::strerror(err < 0 ? -err : err);
+    probe_bpf__destroy(skel);
+  }
+  if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error + "): egress modes bpf and bpf-numa fall back to ecmp; ";
+  if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
+  return f;
+}
+
+}  // namespace lanes::testbed

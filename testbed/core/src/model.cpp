@@ -1,0 +1,69 @@
+#include "lanes/core/model.hpp"
+
+namespace lanes::testbed {
+
+const char* to_string(NodeKind k) {
+  switch (k) {
+    case NodeKind::spine: return "spine";
+    case NodeKind::rack_switch: return "switch";
+    case NodeKind::host: return "host";
+    case NodeKind::server: return "server";
+  }
+  return "?";
+}
+
+const char* to_string(ServerRole r) { return r == ServerRole::storage ? "storage" : "param"; }
+
+const char* to_string(EgressMode m) {
+  switch (m) {
+    case EgressMode::single: return "single";
+    case EgressMode::ecmp: return "ecmp";
+    case EgressMode::bpf: return "bpf";
+    case EgressMode::bpf_numa: return "bpf-numa";
+  }
+  return "?";
+}
+
+std::optional<EgressMode> parse_egress_mode(const std::string& s) {
+  for (auto m : {EgressMode::single, EgressMode::ecmp, EgressMode::bpf, EgressMode::bpf_numa})
+    if (s == to_string(m)) return m;
+  return std::nullopt;
+}
+
+const char* to_string(VipMode m) { return m == VipMode::per_nic ? "per-nic" : "add-path"; }
+
+std::optional<VipMode> parse_vip_mode(const std::string& s) {
+  for (auto m : {VipMode::per_nic, VipMode::add_path})
+    if (s == to_string(m)) return m;
+  return std::nullopt;
+}
+
+const char* to_string(LinkKind k) {
+  switch (k) {
+    case LinkKind::host_nic: return "host-nic";
+    case LinkKind::server: return "server";
+    case LinkKind::fabric: return "fabric";
+  }
+  return "?";
+}
+
+int Topology::find_node(const std::string& n) const {
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].name == n) return static_cast<int>(i);
+  return -1;
+}
+
+std::vector<int> Topology::links_of(int node) const {
+  std::vector<int> out;
+  for (size_t i = 0; i < links.size(); ++i)
+    if (links[i].a.node == node || links[i].b.node == node) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+size_t Topology::count(NodeKind k) const {
+  size_t n = 0;
+  for (const auto& node : nodes) n += node.kind == k;
+  return n;
+}
+
+}  // namespace lanes::testbed

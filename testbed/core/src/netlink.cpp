@@ -1,0 +1,818 @@
+#include "lanes/core/netlink.hpp"
+
+#include <arpa/inet.h>
+#include <linux/if.h>
+#include <linux/fib_rules.h>
+#include <linux/if_link.h>
+#include <linux/nexthop.h>
+#include <linux/pkt_sched.h>
+#include <linux/rtnetlink.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/neighbour.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/tbf.h>
+#include <netlink/route/route.h>
+#include <netlink/route/rtnl.h>
+#include <netlink/route/tc.h>
+
+#include <algorithm>
+#include <map>
+#include <cstring>
+
+#include "lanes/core/log.hpp"
+#include "lanes/core/netns.hpp"
+
+namespace lanes::testbed {
+namespace {
+
+class LibnlCategory : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "libnl"; }
+  std::string message(int code) const override { return nl_geterror(code); }
+};
+
+std::system_error nl_error(int err, const std::string& what) {
+  return std::system_error(std::abs(err), libnl_category(), what);
+}
+
+template <typename T, auto Free>
+using NlPtr = UniquePtr<T, Free>;
+
+void cache_free(nl_cache* c) { nl_cache_free(c); }
+void link_put(rtnl_link* l) { rtnl_link_put(l); }
+void addr_put(rtnl_addr* a) { rtnl_addr_put(a); }
+void qdisc_put(rtnl_qdisc* q) { rtnl_qdisc_put(q); }
+void nladdr_put(nl_addr* a) { nl_addr_put(a); }
+void neigh_put(rtnl_neigh* n) { rtnl_neigh_put(n); }
+void msg_free(nl_msg* m) { nlmsg_free(m); }
+
+using Msg = NlPtr<nl_msg, msg_free>;
+
+Result<UniquePtr<nl_sock, nl_socket_free>> connect_here(const std::string& ns) {
+  UniquePtr<nl_sock, nl_socket_free> sk(nl_socket_alloc());
+  if (!sk) return os_error(ENOMEM, "allocating a netlink socket for " + ns);
+  if (int err = nl_connect(sk.get(), NETLINK_ROUTE); err < 0)
+    return nl_error(err, "connecting rtnetlink in " + ns);
+  nl_socket_set_buffer_size(sk.get(), 1 << 20, 1 << 20);
+  return sk;
+}
+
+Result<NlPtr<nl_addr, nladdr_put>> parse_addr(const std::string& s, int family) {
+  nl_addr* a = nullptr;
+  if (int err = nl_addr_parse(s.c_str(), family, &a); err < 0)
+    return nl_error(err, "parsing address " + s);
+  return NlPtr<nl_addr, nladdr_put>(a);
+}
+
+std::string addr_str(const void* data, int family) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  inet_ntop(family, data, buf, sizeof buf);
+  return buf;
+}
+
+// Sends the dump request MSG and feeds each reply to PARSE(nlmsghdr*).
+template <typename Parse>
+Status dump_request(nl_sock* sk, nl_msg* msg, const std::string& what, Parse parse) {
+  if (int err = nl_send_auto(sk, msg); err < 0) return nl_error(err, what);
+  nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
+  auto trampoline = [](nl_msg* m, void* arg) -> int {
+    (*static_cast<Parse*>(arg))(nlmsg_hdr(m));
+    return NL_OK;
+  };
+  nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, trampoline, &parse);
+  int err = nl_recvmsgs(sk, cb);
+  nl_cb_put(cb);
+  if (err < 0) return nl_error(err, what);
+  return {};
+}
+
+// A dump of message TYPE with an all-zero family header of HDR_SIZE bytes.
+template <typename Parse>
+Status dump(nl_sock* sk, int type, int hdr_size, const std::string& what, Parse parse) {
+  Msg msg(nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP));
+  if (!msg) return os_error(ENOMEM, what);
+  std::vector<char> hdr(static_cast<size_t>(hdr_size), 0);
+  if (nlmsg_append(msg.get(), hdr.data(), hdr.size(), NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  return dump_request(sk, msg.get(), what, parse);
+}
+
+}  // namespace
+
+// A dump the kernel interrupted because the table changed meanwhile
+// (NLM_F_DUMP_INTR: next hops being removed after a carrier loss) is asked
+// again, up to five times; RESET empties what the partial one parsed.
+template <typename Parse, typename Reset>
+Status dump_retrying(nl_sock* sk, nl_msg* msg, const std::string& what, Parse&& parse, Reset&& reset) {
+  for (int attempt = 0;; ++attempt) {
+    auto st = dump_request(sk, msg, what, parse);
+    if (st || attempt == 4 || st.error().code().value() != NLE_DUMP_INTR) return st;
+    reset();
+    nlmsg_hdr(msg)->nlmsg_seq = NL_AUTO_SEQ;  // a new request, not the old one again
+  }
+}
+
+const std::error_category& libnl_category() {
+  static LibnlCategory c;
+  return c;
+}
+
+Result<Netlink> Netlink::open_here(const std::string& ns) {
+  auto sk = connect_here(ns);
+  if (!sk) return sk.error();
+  return Netlink(std::move(sk).value(), ns);
+}
+
+Result<Netlink> Netlink::open_in(int ns_fd, const std::string& ns) {
+  std::optional<Netlink> out;
+  auto st = run_in_netns(
+      ns_fd,
+      [&]() -> Status {
+        auto r = open_here(ns);
+        if (!r) return r.error();
+        out.emplace(std::move(r).value());
+        return {};
+      },
+      "a netlink socket in " + ns);
+  if (!st) return st.error();
+  return std::move(*out);
+}
+
+Status Netlink::send_raw(void* m, const std::string& what) {
+  int err = nl_send_sync(sock_.get(), static_cast<nl_msg*>(m));  // frees the message
+  if (err < 0) return nl_error(err, what);
+  return {};
+}
+
+std::string to_string(const MacAddr& m) {
+  return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
+}
+
+Status Netlink::create_veth(const std::string& name, int index, const std::string& peer,
+                            int peer_index, int peer_ns_fd, const std::string& peer_ns, bool up,
+                            const MacAddr* mac, const MacAddr* peer_mac) {
+  std::string what = "creating veth " + name + " in " + ns_ + " with peer " + peer +
+                     (peer_ns.empty() ? "" : " in " + peer_ns);
+  rtnl_link* link = rtnl_link_veth_alloc();
+  if (!link) return os_error(ENOMEM, what);
+  rtnl_link* p = rtnl_link_veth_get_peer(link);
+  rtnl_link_set_name(link, name.c_str());
+  rtnl_link_set_name(p, peer.c_str());
+  if (index > 0) rtnl_link_set_ifindex(link, index);
+  if (peer_index > 0) rtnl_link_set_ifindex(p, peer_index);
+  if (peer_ns_fd >= 0) rtnl_link_set_ns_fd(p, peer_ns_fd);
+  // the MACs, where given (the link holds its own reference to each)
+  for (auto [dev, m] : {std::pair{link, mac}, std::pair{p, peer_mac}}) {
+    if (!m) continue;
+    NlPtr<nl_addr, nladdr_put> ll(nl_addr_build(AF_LLC, m->data(), m->size()));
+    if (!ll) {
+      rtnl_link_veth_release(link);
+      return os_error(ENOMEM, what);
+    }
+    rtnl_link_set_addr(dev, ll.get());
+  }
+  // Only this end can come up in the same request: the kernel configures
+  // the peer before the pair is joined, and opening it then fails with
+  // ENOTCONN. The caller brings the peer up from the peer's namespace.
+  if (up) rtnl_link_set_flags(link, IFF_UP);
+  int err = rtnl_link_add(sock_.get(), link, NLM_F_CREATE | NLM_F_EXCL);
+  rtnl_link_put(p);
+  rtnl_link_veth_release(link);
+  if (err < 0) return nl_error(err, what);
+  log::debug("{}: created veth {} <-> {} {}", ns_, name, peer_ns, peer);
+  return {};
+}
+
+namespace {
+// netkit's netlink attributes (linux/if_link.h of 6.7; absent from the
+// bookworm headers lanes builds against)
+constexpr int kIflaNetkitPeerInfo = 1;
+constexpr int kIflaNetkitMode = 5;
+constexpr uint32_t kNetkitL3 = 1;
+}  // namespace
+
+Status Netlink::create_netkit(const std::string& name, int index, const std::string& peer, int peer_index,
+                              int peer_ns_fd, const std::string& peer_ns) {
+  std::string what = "creating netkit " + name + " in " + ns_ + " with peer " + peer + " in " + peer_ns;
+  Msg msg(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = index;
+  ifi.ifi_flags = IFF_UP;
+  ifi.ifi_change = IFF_UP;
+  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  nla_put_string(msg.get(), IFLA_IFNAME, name.c_str());
+  nlattr* linkinfo = nla_nest_start(msg.get(), IFLA_LINKINFO);
+  nla_put_string(msg.get(), IFLA_INFO_KIND, "netkit");
+  nlattr* data = nla_nest_start(msg.get(), IFLA_INFO_DATA);
+  nla_put_u32(msg.get(), kIflaNetkitMode, kNetkitL3);
+  nlattr* peer_info = nla_nest_start(msg.get(), kIflaNetkitPeerInfo);
+  ifinfomsg pifi{};
+  pifi.ifi_family = AF_UNSPEC;
+  pifi.ifi_index = peer_index;
+  void* room = nlmsg_reserve(msg.get(), sizeof pifi, NLMSG_ALIGNTO);
+  if (!room) return os_error(ENOMEM, what);
+  std::memcpy(room, &pifi, sizeof pifi);
+  nla_put_string(msg.get(), IFLA_IFNAME, peer.c_str());
+  if (peer_ns_fd >= 0) nla_put_u32(msg.get(), IFLA_NET_NS_FD, static_cast<uint32_t>(peer_ns_fd));
+  nla_nest_end(msg.get(), peer_info);
+  nla_nest_end(msg.get(), data);
+  nla_nest_end(msg.get(), linkinfo);
+  log::debug("{}: create netkit {} <-> {} {}", ns_, name, peer_ns, peer);
+  return send_raw(msg.release(), what);
+}
+
+Status Netlink::create_link_of_kind(const std::string& name, const std::string& kind) {
+  NlPtr<rtnl_link, link_put> link(rtnl_link_alloc());
+  rtnl_link_set_name(link.get(), name.c_str());
+  if (int err = rtnl_link_set_type(link.get(), kind.c_str()); err < 0)
+    return nl_error(err, "creating " + kind + " link " + name + " in " + ns_);
+  int err = rtnl_link_add(sock_.get(), link.get(), NLM_F_CREATE | NLM_F_EXCL);
+  if (err < 0) return nl_error(err, "creating " + kind + " link " + name + " in " + ns_);
+  log::debug("{}: created {} link {}", ns_, kind, name);
+  return {};
+}
+
+Status Netlink::create_dummy(const std::string& name, int index) {
+  NlPtr<rtnl_link, link_put> link(rtnl_link_alloc());
+  rtnl_link_set_name(link.get(), name.c_str());
+  rtnl_link_set_type(link.get(), "dummy");
+  if (index > 0) rtnl_link_set_ifindex(link.get(), index);
+  rtnl_link_set_flags(link.get(), IFF_UP);
+  int err = rtnl_link_add(sock_.get(), link.get(), NLM_F_CREATE | NLM_F_EXCL);
+  if (err < 0) return nl_error(err, "creating dummy " + name + " in " + ns_);
+  log::debug("{}: created dummy {}", ns_, name);
+  return {};
+}
+
+Status Netlink::delete_link(const std::string& name) {
+  NlPtr<rtnl_link, link_put> link(rtnl_link_alloc());
+  rtnl_link_set_name(link.get(), name.c_str());
+  if (int err = rtnl_link_delete(sock_.get(), link.get()); err < 0)
+    return nl_error(err, "deleting link " + name + " in " + ns_);
+  log::debug("{}: deleted link {}", ns_, name);
+  return {};
+}
+
+Status Netlink::set_link_up(int index, bool up, const std::string& name) {
+  Msg msg(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK));
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = index;
+  ifi.ifi_flags = up ? IFF_UP : 0;
+  ifi.ifi_change = IFF_UP;
+  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, name);
+  log::debug("{}: set {} {}", ns_, name, up ? "up" : "down");
+  return send_raw(msg.release(), fmt::format("setting {} {} in {}", name, up ? "up" : "down", ns_));
+}
+
+Result<int> Netlink::ifindex(const std::string& name) {
+  rtnl_link* l = nullptr;
+  if (int err = rtnl_link_get_kernel(sock_.get(), 0, name.c_str(), &l); err < 0)
+    return nl_error(err, "looking up " + name + " in " + ns_);
+  int idx = rtnl_link_get_ifindex(l);
+  rtnl_link_put(l);
+  return idx;
+}
+
+Result<std::vector<LinkInfo>> Netlink::links() {
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_link_alloc_cache(sock_.get(), AF_UNSPEC, &raw); err < 0)
+    return nl_error(err, "listing links in " + ns_);
+  NlPtr<nl_cache, cache_free> cache(raw);
+  std::vector<LinkInfo> out;
+  for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o)) {
+    auto* l = reinterpret_cast<rtnl_link*>(o);
+    LinkInfo li;
+    li.index = rtnl_link_get_ifindex(l);
+    li.name = rtnl_link_get_name(l) ? rtnl_link_get_name(l) : "";
+    const char* type = rtnl_link_get_type(l);
+    li.kind = type ? type : "";
+    li.admin_up = rtnl_link_get_flags(l) & IFF_UP;
+    li.carrier = rtnl_link_get_carrier(l) != 0;
+    li.mtu = static_cast<int>(rtnl_link_get_mtu(l));
+    if (nl_addr* a = rtnl_link_get_addr(l); a && nl_addr_get_len(a) == 6)
+      std::memcpy(li.mac.data(), nl_addr_get_binary_addr(a), 6);
+    li.rx_bytes = rtnl_link_get_stat(l, RTNL_LINK_RX_BYTES);
+    li.tx_bytes = rtnl_link_get_stat(l, RTNL_LINK_TX_BYTES);
+    li.rx_packets = rtnl_link_get_stat(l, RTNL_LINK_RX_PACKETS);
+    li.tx_packets = rtnl_link_get_stat(l, RTNL_LINK_TX_PACKETS);
+    li.rx_dropped = rtnl_link_get_stat(l, RTNL_LINK_RX_DROPPED);
+    li.tx_dropped = rtnl_link_get_stat(l, RTNL_LINK_TX_DROPPED);
+    out.push_back(std::move(li));
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.index < b.index; });
+  return out;
+}
+
+Result<std::optional<LinkInfo>> Netlink::link(const std::string& name) {
+  auto all = links();
+  if (!all) return all.error();
+  for (auto& l : all.value())
+    if (l.name == name) return std::optional<LinkInfo>(l);
+  return std::optional<LinkInfo>();
+}
+
+namespace {
+template <typename A>
+Status add_addr(nl_sock* sk, int index, const A& a, int family, const std::string& ifname,
+                const std::string& ns) {
+  std::string what = "adding " + a.str() + " to " + ifname + " in " + ns;
+  auto local = parse_addr(a.str(), family);
+  if (!local) return local.error();
+  NlPtr<rtnl_addr, addr_put> addr(rtnl_addr_alloc());
+  rtnl_addr_set_ifindex(addr.get(), index);
+  rtnl_addr_set_family(addr.get(), family);
+  if (int err = rtnl_addr_set_local(addr.get(), local.value().get()); err < 0)
+    return nl_error(err, what);
+  rtnl_addr_set_prefixlen(addr.get(), a.len);
+  if (family == AF_INET6) rtnl_addr_set_flags(addr.get(), IFA_F_NODAD);
+  if (int err = rtnl_addr_add(sk, addr.get(), NLM_F_CREATE | NLM_F_EXCL); err < 0)
+    return nl_error(err, what);
+  log::debug("{}: added {} to {}", ns, a.str(), ifname);
+  return {};
+}
+}  // namespace
+
+Status Netlink::add_neighbor(int index, const std::string& ip, const MacAddr& mac, const std::string& ifname) {
+  std::string what = "adding permanent neighbour " + ip + " at " + to_string(mac) + " on " + ifname + " in " + ns_;
+  int family = ip.find(':') == std::string::npos ? AF_INET : AF_INET6;
+  auto dst = parse_addr(ip, family);
+  if (!dst) return dst.error();
+  NlPtr<nl_addr, nladdr_put> ll(nl_addr_build(AF_LLC, mac.data(), mac.size()));
+  NlPtr<rtnl_neigh, neigh_put> n(rtnl_neigh_alloc());
+  if (!ll || !n) return os_error(ENOMEM, what);
+  rtnl_neigh_set_ifindex(n.get(), index);
+  rtnl_neigh_set_family(n.get(), family);
+  if (int err = rtnl_neigh_set_dst(n.get(), dst.value().get()); err < 0) return nl_error(err, what);
+  rtnl_neigh_set_lladdr(n.get(), ll.get());
+  rtnl_neigh_set_state(n.get(), NUD_PERMANENT);
+  if (int err = rtnl_neigh_add(sock_.get(), n.get(), NLM_F_CREATE | NLM_F_REPLACE); err < 0)
+    return nl_error(err, what);
+  log::debug("{}: permanent neighbour {} at {} on {}", ns_, ip, to_string(mac), ifname);
+  return {};
+}
+
+Status Netlink::add_address(int index, const IfAddr4& a, const std::string& ifname) {
+  return add_addr(sock_.get(), index, a, AF_INET, ifname, ns_);
+}
+Status Netlink::add_address(int index, const IfAddr6& a, const std::string& ifname) {
+  return add_addr(sock_.get(), index, a, AF_INET6, ifname, ns_);
+}
+
+Result<std::vector<AddrInfo>> Netlink::addresses() {
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_addr_alloc_cache(sock_.get(), &raw); err < 0)
+    return nl_error(err, "listing addresses in " + ns_);
+  NlPtr<nl_cache, cache_free> cache(raw);
+  std::vector<AddrInfo> out;
+  for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o)) {
+    auto* a = reinterpret_cast<rtnl_addr*>(o);
+    char buf[128];
+    AddrInfo ai;
+    ai.index = rtnl_addr_get_ifindex(a);
+    ai.family = rtnl_addr_get_family(a);
+    ai.addr = nl_addr2str(rtnl_addr_get_local(a), buf, sizeof buf);
+    out.push_back(ai);
+  }
+  return out;
+}
+
+namespace {
+Result<Msg> route_msg(const Route& r, int type, int flags, const std::string& ns) {
+  std::string what = "building a route to " + r.dst + " in " + ns;
+  Msg msg(nlmsg_alloc_simple(type, flags));
+  rtmsg rtm{};
+  rtm.rtm_family = static_cast<unsigned char>(r.family);
+  rtm.rtm_table = static_cast<unsigned char>(r.table < 256 ? r.table : uint32_t{RT_TABLE_UNSPEC});
+  rtm.rtm_protocol = static_cast<unsigned char>(r.protocol);
+  rtm.rtm_scope = RT_SCOPE_UNIVERSE;
+  rtm.rtm_type = r.blackhole ? RTN_BLACKHOLE : RTN_UNICAST;
+  std::optional<NlPtr<nl_addr, nladdr_put>> dst;
+  if (r.dst != "default") {
+    auto d = parse_addr(r.dst, r.family);
+    if (!d) return d.error();
+    rtm.rtm_dst_len = static_cast<unsigned char>(nl_addr_get_prefixlen(d.value().get()));
+    dst.emplace(std::move(d).value());
+  }
+  if (nlmsg_append(msg.get(), &rtm, sizeof rtm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  if (dst) nla_put_addr(msg.get(), RTA_DST, dst->get());
+  if (r.table >= 256) nla_put_u32(msg.get(), RTA_TABLE, r.table);
+  if (r.metric) nla_put_u32(msg.get(), RTA_PRIORITY, r.metric);
+  if (!r.prefsrc.empty()) {
+    auto src = parse_addr(r.prefsrc, r.family);
+    if (!src) return src.error();
+    nla_put_addr(msg.get(), RTA_PREFSRC, src.value().get());
+  }
+  if (r.blackhole) {
+    // no next hop
+  } else if (r.nh_id) {
+    nla_put_u32(msg.get(), RTA_NH_ID, r.nh_id);
+  } else if (r.nexthops.size() == 1) {
+    const auto& nh = r.nexthops[0];
+    if (!nh.gateway.empty()) {
+      auto gw = parse_addr(nh.gateway, r.family);
+      if (!gw) return gw.error();
+      nla_put_addr(msg.get(), RTA_GATEWAY, gw.value().get());
+    }
+    if (nh.ifindex) nla_put_u32(msg.get(), RTA_OIF, static_cast<uint32_t>(nh.ifindex));
+  } else if (!r.nexthops.empty()) {
+    nlattr* mp = nla_nest_start(msg.get(), RTA_MULTIPATH);
+    for (const auto& nh : r.nexthops) {
+      auto* rtnh = static_cast<rtnexthop*>(nlmsg_reserve(msg.get(), sizeof(rtnexthop), NLMSG_ALIGNTO));
+      if (!rtnh) return os_error(ENOMEM, what);
+      rtnh->rtnh_flags = 0;
+      rtnh->rtnh_hops = static_cast<unsigned char>(std::max(1, nh.weight) - 1);
+      rtnh->rtnh_ifindex = nh.ifindex;
+      if (!nh.gateway.empty()) {
+        auto gw = parse_addr(nh.gateway, r.family);
+        if (!gw) return gw.error();
+        nla_put_addr(msg.get(), RTA_GATEWAY, gw.value().get());
+      }
+      rtnh->rtnh_len = static_cast<unsigned short>(
+          reinterpret_cast<char*>(nlmsg_tail(nlmsg_hdr(msg.get()))) - reinterpret_cast<char*>(rtnh));
+    }
+    nla_nest_end(msg.get(), mp);
+  }
+  return msg;
+}
+}  // namespace
+
+Status Netlink::add_route(const Route& r) {
+  auto m = route_msg(r, RTM_NEWROUTE,
+                     NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (r.replace ? NLM_F_REPLACE : NLM_F_EXCL), ns_);
+  if (!m) return m.error();
+  log::debug("{}: add route {} ({} next hops, nh id {})", ns_, r.dst, r.nexthops.size(), r.nh_id);
+  return send_raw(m.value().release(), "adding route " + r.dst + " in " + ns_);
+}
+
+Status Netlink::add_rule(const Rule& r) {
+  std::string what = fmt::format("adding rule from '{}' iif '{}' table {} in {}", r.src, r.iif, r.table, ns_);
+  Msg msg(nlmsg_alloc_simple(RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  fib_rule_hdr frh{};
+  frh.family = static_cast<unsigned char>(r.family);
+  frh.action = FR_ACT_TO_TBL;
+  frh.table = r.table < 256 ? static_cast<unsigned char>(r.table) : 0;
+  std::optional<NlPtr<nl_addr, nladdr_put>> src;
+  if (!r.src.empty()) {
+    auto a = parse_addr(r.src, r.family);
+    if (!a) return a.error();
+    frh.src_len = static_cast<unsigned char>(nl_addr_get_prefixlen(a.value().get()));
+    src.emplace(std::move(a).value());
+  }
+  if (nlmsg_append(msg.get(), &frh, sizeof frh, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  if (src) nla_put_addr(msg.get(), FRA_SRC, src->get());
+  if (!r.iif.empty()) nla_put_string(msg.get(), FRA_IIFNAME, r.iif.c_str());
+  nla_put_u32(msg.get(), FRA_TABLE, r.table);
+  if (r.priority) nla_put_u32(msg.get(), FRA_PRIORITY, r.priority);
+  log::debug("{}: add rule from '{}' iif '{}' table {}", ns_, r.src, r.iif, r.table);
+  return send_raw(msg.release(), what);
+}
+
+Status Netlink::delete_route(const Route& r) {
+  auto m = route_msg(r, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, ns_);
+  if (!m) return m.error();
+  log::debug("{}: delete route {}", ns_, r.dst);
+  return send_raw(m.value().release(), "deleting route " + r.dst + " in " + ns_);
+}
+
+Result<std::vector<std::string>> Netlink::routes(int family) {
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_route_alloc_cache(sock_.get(), family, 0, &raw); err < 0)
+    return nl_error(err, "listing routes in " + ns_);
+  NlPtr<nl_cache, cache_free> cache(raw);
+  std::vector<std::string> out;
+  for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o)) {
+    auto* r = reinterpret_cast<rtnl_route*>(o);
+    if (rtnl_route_get_table(r) != RT_TABLE_MAIN) continue;
+    char buf[128];
+    std::string line = nl_addr2str(rtnl_route_get_dst(r), buf, sizeof buf);
+    int n = rtnl_route_get_nnexthops(r);
+    for (int i = 0; i < n; ++i) {
+      rtnl_nexthop* nh = rtnl_route_nexthop_n(r, i);
+      if (nl_addr* gw = rtnl_route_nh_get_gateway(nh))
+        line += std::string(" via ") + nl_addr2str(gw, buf, sizeof buf);
+      line += " dev " + std::to_string(rtnl_route_nh_get_ifindex(nh));
+    }
+    out.push_back(line);
+  }
+  return out;
+}
+
+Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
+  std::vector<RouteEntry> out;
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWROUTE) return;
+    auto* rtm = static_cast<rtmsg*>(nlmsg_data(h));
+    nlattr* tb[RTA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(rtmsg), tb, RTA_MAX, nullptr) < 0) return;
+    uint32_t table = tb[RTA_TABLE] ? nla_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
+    if (table != RT_TABLE_MAIN) return;
+    RouteEntry e;
+    e.family = rtm->rtm_family;
+    e.protocol = rtm->rtm_protocol;
+    e.type = rtm->rtm_type;
+    e.dst = tb[RTA_DST] ? addr_str(nla_data(tb[RTA_DST]), rtm->rtm_family)
+                        : (rtm->rtm_family == AF_INET6 ? "::" : "0.0.0.0");
+    e.dst += "/" + std::to_string(rtm->rtm_dst_len);
+    if (tb[RTA_NH_ID]) e.nh_id = nla_get_u32(tb[RTA_NH_ID]);
+    if (tb[RTA_OIF]) e.oif = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
+    if (tb[RTA_GATEWAY]) e.gateway = addr_str(nla_data(tb[RTA_GATEWAY]), rtm->rtm_family);
+    e.paths = 1;
+    if (tb[RTA_MULTIPATH]) {
+      int len = nla_len(tb[RTA_MULTIPATH]), n = 0;
+      auto* rtnh = static_cast<rtnexthop*>(nla_data(tb[RTA_MULTIPATH]));
+      while (len >= static_cast<int>(sizeof(rtnexthop)) && rtnh->rtnh_len >= sizeof(rtnexthop) &&
+             rtnh->rtnh_len <= len) {
+        ++n;
+        len -= NLMSG_ALIGN(rtnh->rtnh_len);
+        rtnh = reinterpret_cast<rtnexthop*>(reinterpret_cast<char*>(rtnh) + NLMSG_ALIGN(rtnh->rtnh_len));
+      }
+      e.paths = n;
+    }
+    out.push_back(std::move(e));
+  };
+  rtmsg hdr{};
+  hdr.rtm_family = static_cast<unsigned char>(family);
+  Msg msg(nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP));
+  if (nlmsg_append(msg.get(), &hdr, sizeof hdr, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "route dump");
+  if (auto st = dump_request(sock_.get(), msg.get(), "listing routes in " + ns_, parse); !st) return st.error();
+  return out;
+}
+
+Status Netlink::add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace, int protocol) {
+  std::string what = fmt::format("adding nexthop {} via {} dev {} in {}", id, gateway, oif, ns_);
+  int family = gateway.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+  Msg msg(nlmsg_alloc_simple(RTM_NEWNEXTHOP,
+                             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL})));
+  nhmsg nhm{};
+  nhm.nh_family = static_cast<unsigned char>(family);
+  nhm.nh_protocol = static_cast<unsigned char>(protocol);
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  nla_put_u32(msg.get(), NHA_ID, id);
+  nla_put_u32(msg.get(), NHA_OIF, static_cast<uint32_t>(oif));
+  if (!gateway.empty()) {
+    auto gw = parse_addr(gateway, family);
+    if (!gw) return gw.error();
+    nla_put_addr(msg.get(), NHA_GATEWAY, gw.value().get());
+  }
+  log::debug("{}: add nexthop {} via {} dev {}", ns_, id, gateway, oif);
+  return send_raw(msg.release(), what);
+}
+
+Status Netlink::add_nexthop_group(uint32_t id,
+                                  const std::vector<std::pair<uint32_t, uint16_t>>& members,
+                                  const std::optional<ResilientParams>& res, bool replace, int protocol) {
+  std::string what = fmt::format("adding nexthop group {} ({} members) in {}", id, members.size(), ns_);
+  Msg msg(nlmsg_alloc_simple(RTM_NEWNEXTHOP,
+                             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL})));
+  nhmsg nhm{};
+  nhm.nh_family = AF_UNSPEC;
+  nhm.nh_protocol = static_cast<unsigned char>(protocol);
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  nla_put_u32(msg.get(), NHA_ID, id);
+  std::vector<nexthop_grp> grp;
+  for (auto [m, w] : members) {
+    nexthop_grp g{};
+    g.id = m;
+    g.weight = static_cast<uint8_t>(std::max<int>(1, w) - 1);
+    grp.push_back(g);
+  }
+  nla_put(msg.get(), NHA_GROUP, static_cast<int>(grp.size() * sizeof(nexthop_grp)), grp.data());
+  if (res) {
+    nla_put_u16(msg.get(), NHA_GROUP_TYPE, NEXTHOP_GRP_TYPE_RES);
+    nlattr* nest = nla_nest_start(msg.get(), NHA_RES_GROUP);
+    nla_put_u16(msg.get(), NHA_RES_GROUP_BUCKETS, res->buckets);
+    // the kernel takes clock_t (USER_HZ = 100 ticks per second)
+    nla_put_u32(msg.get(), NHA_RES_GROUP_IDLE_TIMER, res->idle_timer_s * 100);
+    nla_put_u32(msg.get(), NHA_RES_GROUP_UNBALANCED_TIMER, res->unbalanced_timer_s * 100);
+    nla_nest_end(msg.get(), nest);
+  }
+  log::debug("{}: add nexthop group {} with {} members{}", ns_, id, members.size(),
+             res ? " (resilient)" : "");
+  return send_raw(msg.release(), what);
+}
+
+Status Netlink::delete_nexthop(uint32_t id) {
+  Msg msg(nlmsg_alloc_simple(RTM_DELNEXTHOP, NLM_F_REQUEST | NLM_F_ACK));
+  nhmsg nhm{};
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0)
+    return os_error(ENOMEM, "deleting nexthop");
+  nla_put_u32(msg.get(), NHA_ID, id);
+  log::debug("{}: delete nexthop {}", ns_, id);
+  return send_raw(msg.release(), fmt::format("deleting nexthop {} in {}", id, ns_));
+}
+
+Result<std::vector<NexthopInfo>> Netlink::nexthops() {
+  std::vector<NexthopInfo> out;
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWNEXTHOP) return;
+    auto* nhm = static_cast<nhmsg*>(nlmsg_data(h));
+    nlattr* tb[NHA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(nhmsg), tb, NHA_MAX, nullptr) < 0) return;
+    NexthopInfo ni;
+    ni.protocol = nhm->nh_protocol;
+    if (tb[NHA_ID]) ni.id = nla_get_u32(tb[NHA_ID]);
+    if (tb[NHA_OIF]) ni.oif = static_cast<int>(nla_get_u32(tb[NHA_OIF]));
+    if (tb[NHA_GATEWAY]) ni.gateway = addr_str(nla_data(tb[NHA_GATEWAY]), nhm->nh_family);
+    if (tb[NHA_GROUP]) {
+      ni.is_group = true;
+      auto* g = static_cast<nexthop_grp*>(nla_data(tb[NHA_GROUP]));
+      size_t n = static_cast<size_t>(nla_len(tb[NHA_GROUP])) / sizeof(nexthop_grp);
+      for (size_t i = 0; i < n; ++i)
+        ni.members.emplace_back(g[i].id, static_cast<uint16_t>(g[i].weight + 1));
+    }
+    if (tb[NHA_GROUP_TYPE] && nla_get_u16(tb[NHA_GROUP_TYPE]) == NEXTHOP_GRP_TYPE_RES) {
+      ni.resilient = true;
+      if (tb[NHA_RES_GROUP]) {
+        nlattr* rt[NHA_RES_GROUP_MAX + 1] = {};
+        if (nla_parse_nested(rt, NHA_RES_GROUP_MAX, tb[NHA_RES_GROUP], nullptr) == 0 &&
+            rt[NHA_RES_GROUP_BUCKETS])
+          ni.buckets = nla_get_u16(rt[NHA_RES_GROUP_BUCKETS]);
+      }
+    }
+    out.push_back(std::move(ni));
+  };
+  if (auto st = dump(sock_.get(), RTM_GETNEXTHOP, sizeof(nhmsg), "listing nexthops in " + ns_, parse); !st)
+    return st.error();
+  return out;
+}
+
+std::pair<uint32_t, std::vector<uint32_t>> Netlink::route_group(const std::string& prefix) {
+  auto routes = route_entries(prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET);
+  if (!routes) return {};
+  for (const auto& r : routes.value()) {
+    if (r.dst != prefix || r.nh_id == 0) continue;
+    auto nhs = nexthops();
+    if (!nhs) return {};
+    for (const auto& n : nhs.value())
+      if (n.id == r.nh_id) {
+        std::vector<uint32_t> m;
+        for (auto [id, w] : n.members) m.push_back(id);
+        return {r.nh_id, m};
+      }
+  }
+  return {};
+}
+
+Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
+  std::map<uint16_t, uint32_t> buckets;
+  Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));
+  nhmsg nhm{};
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
+  nla_put_u32(msg.get(), NHA_ID, group);
+  std::string what = fmt::format("listing buckets of nexthop group {} in {}", group, ns_);
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
+    nlattr* tb[NHA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(nhmsg), tb, NHA_MAX, nullptr) < 0 || !tb[NHA_RES_BUCKET]) return;
+    nlattr* bt[NHA_RES_BUCKET_MAX + 1] = {};
+    if (nla_parse_nested(bt, NHA_RES_BUCKET_MAX, tb[NHA_RES_BUCKET], nullptr) < 0) return;
+    if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
+      buckets[nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
+  };
+  if (auto st = dump_retrying(sock_.get(), msg.get(), what, parse, [&] { buckets.clear(); }); !st) return st.error();
+  std::vector<uint32_t> out;
+  for (auto& [i, id] : buckets) out.push_back(id);
+  return out;
+}
+
+Result<std::map<uint32_t, std::vector<uint32_t>>> Netlink::all_nexthop_buckets() {
+  std::map<uint32_t, std::map<uint16_t, uint32_t>> buckets;
+  Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));
+  nhmsg nhm{};
+  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
+    nlattr* tb[NHA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(nhmsg), tb, NHA_MAX, nullptr) < 0 || !tb[NHA_ID] || !tb[NHA_RES_BUCKET]) return;
+    nlattr* bt[NHA_RES_BUCKET_MAX + 1] = {};
+    if (nla_parse_nested(bt, NHA_RES_BUCKET_MAX, tb[NHA_RES_BUCKET], nullptr) < 0) return;
+    if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
+      buckets[nla_get_u32(tb[NHA_ID])][nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
+  };
+  if (auto st = dump_retrying(sock_.get(), msg.get(), "listing the buckets of every nexthop group in " + ns_, parse,
+                              [&] { buckets.clear(); });
+      !st)
+    return st.error();
+  std::map<uint32_t, std::vector<uint32_t>> out;
+  for (auto& [g, b] : buckets)
+    for (auto& [i, id] : b) out[g].push_back(id);
+  return out;
+}
+
+Status Netlink::set_tbf(int index, uint64_t rate_bps, const std::string& ifname) {
+  std::string what = "setting TBF " + std::to_string(rate_bps) + " bit/s on " + ifname + " in " + ns_;
+  NlPtr<rtnl_qdisc, qdisc_put> q(rtnl_qdisc_alloc());
+  auto* tc = TC_CAST(q.get());
+  rtnl_tc_set_ifindex(tc, index);
+  rtnl_tc_set_parent(tc, TC_H_ROOT);
+  rtnl_tc_set_handle(tc, TC_HANDLE(1, 0));
+  if (int err = rtnl_tc_set_kind(tc, "tbf"); err < 0) return nl_error(err, what);
+  uint64_t bytes_per_s = rate_bps / 8;
+  // burst: at least 4 ms of traffic (timer granularity) and a few full-size
+  // frames; queue: about 20 ms at line rate on top of the burst
+  uint64_t burst = std::max<uint64_t>(bytes_per_s / 250, 16 * 1514);
+  uint64_t limit = burst + std::max<uint64_t>(bytes_per_s / 50, 64 * 1514);
+  rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(limit));
+  rtnl_qdisc_tbf_set_rate(q.get(), static_cast<int>(bytes_per_s), static_cast<int>(burst), 0);
+  if (int err = rtnl_qdisc_add(sock_.get(), q.get(), NLM_F_CREATE | NLM_F_REPLACE); err < 0)
+    return nl_error(err, what);
+  log::debug("{}: TBF {} bit/s on {} (burst {} B, limit {} B)", ns_, rate_bps, ifname, burst, limit);
+  return {};
+}
+
+Result<std::vector<QdiscInfo>> Netlink::qdiscs() {
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_qdisc_alloc_cache(sock_.get(), &raw); err < 0)
+    return nl_error(err, "listing qdiscs in " + ns_);
+  NlPtr<nl_cache, cache_free> cache(raw);
+  std::vector<QdiscInfo> out;
+  for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o)) {
+    auto* q = reinterpret_cast<rtnl_qdisc*>(o);
+    auto* tc = TC_CAST(q);
+    QdiscInfo qi;
+    qi.index = rtnl_tc_get_ifindex(tc);
+    qi.kind = rtnl_tc_get_kind(tc) ? rtnl_tc_get_kind(tc) : "";
+    qi.handle = rtnl_tc_get_handle(tc);
+    qi.parent = rtnl_tc_get_parent(tc);
+    if (qi.kind == "tbf") {
+      qi.rate_bps = static_cast<uint64_t>(rtnl_qdisc_tbf_get_rate(q)) * 8;
+      qi.burst_bytes = static_cast<uint32_t>(rtnl_qdisc_tbf_get_rate_bucket(q));
+      qi.limit_bytes = static_cast<uint32_t>(rtnl_qdisc_tbf_get_limit(q));
+    }
+    out.push_back(qi);
+  }
+  return out;
+}
+
+// ---- link monitor ----
+
+Result<LinkMonitor> LinkMonitor::open_in(int ns_fd, const std::string& ns) {
+  std::optional<LinkMonitor> out;
+  auto st = run_in_netns(
+      ns_fd,
+      [&]() -> Status {
+        UniquePtr<nl_sock, nl_socket_free> sk(nl_socket_alloc());
+        if (!sk) return os_error(ENOMEM, "allocating a netlink socket");
+        nl_socket_disable_seq_check(sk.get());
+        if (int err = nl_connect(sk.get(), NETLINK_ROUTE); err < 0)
+          return nl_error(err, "connecting the link monitor in " + ns);
+        if (int err = nl_socket_add_membership(sk.get(), RTNLGRP_LINK); err < 0)
+          return nl_error(err, "subscribing to link events in " + ns);
+        nl_socket_set_nonblocking(sk.get());
+        out.emplace(LinkMonitor(std::move(sk)));
+        return {};
+      },
+      "the link monitor in " + ns);
+  if (!st) return st.error();
+  return std::move(*out);
+}
+
+int LinkMonitor::fd() const { return nl_socket_get_fd(sock_.get()); }
+
+Result<std::vector<LinkEvent>> LinkMonitor::read_events() {
+  std::vector<LinkEvent> events;
+  auto cb = [](nl_msg* m, void* arg) -> int {
+    nlmsghdr* h = nlmsg_hdr(m);
+    if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK) return NL_OK;
+    auto* ifi = static_cast<ifinfomsg*>(nlmsg_data(h));
+    nlattr* tb[IFLA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(ifinfomsg), tb, IFLA_MAX, nullptr) < 0) return NL_OK;
+    LinkEvent e;
+    e.index = ifi->ifi_index;
+    if (tb[IFLA_IFNAME]) e.name = nla_get_string(tb[IFLA_IFNAME]);
+    e.admin_up = ifi->ifi_flags & IFF_UP;
+    e.carrier = tb[IFLA_CARRIER] ? nla_get_u8(tb[IFLA_CARRIER]) != 0 : (ifi->ifi_flags & IFF_LOWER_UP) != 0;
+    e.deleted = h->nlmsg_type == RTM_DELLINK;
+    static_cast<std::vector<LinkEvent>*>(arg)->push_back(std::move(e));
+    return NL_OK;
+  };
+  nl_socket_modify_cb(sock_.get(), NL_CB_VALID, NL_CB_CUSTOM, cb, &events);
+  nl_cb* socket_cb = nl_socket_get_cb(sock_.get());
+  int err = 0;
+  for (int resyncs = 0;;) {
+    // non-blocking: each call reads one datagram; 0 or EAGAIN means drained
+    while ((err = nl_recvmsgs_report(sock_.get(), socket_cb)) > 0) {
+    }
+    // ENOBUFS (libnl: NLE_NOMEM): events came faster than they were read
+    // (64 ports losing carrier at once) and the kernel dropped some. The
+    // links' state is asked afresh on this socket: the dump's answers are
+    // link messages like the events, so the caller sees every link's
+    // present state (callers treat an event that changes nothing as
+    // nothing).
+    if (err != -NLE_NOMEM || resyncs++ == 3) break;
+    ++overruns_;
+    if (int e = nl_rtgen_request(sock_.get(), RTM_GETLINK, AF_UNSPEC, NLM_F_DUMP); e < 0) {
+      err = e;
+      break;
+    }
+  }
+  nl_cb_put(socket_cb);
+  if (err < 0 && err != -NLE_AGAIN) return nl_error(err, "reading link events");
+  return events;
+}
+
+}  // namespace lanes::testbed

@@ -1,0 +1,356 @@
+#include "lanes/core/process.hpp"
+
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <fcntl.h>
+#include <poll.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
+#include <filesystem>
+#include <thread>
+
+#include "lanes/core/log.hpp"
+#include "lanes/core/run_registry.hpp"
+
+namespace bp = boost::process;
+
+namespace lanes::testbed {
+namespace {
+
+// Runs in the child between fork and exec: async-signal-safe calls only.
+struct ChildSetup : bp::extend::handler {
+  int netns_fd = -1;
+  bool new_session = true;
+  pid_t die_with = 0;  // the parent whose death ends the child
+  bool hold_sigusr1 = false;
+  template <typename Exec>
+  void on_exec_setup(Exec& exec) const {
+    if (new_session) ::setsid();
+    if (hold_sigusr1) {  // the mask survives exec
+      sigset_t s;
+      sigemptyset(&s);
+      sigaddset(&s, SIGUSR1);
+      ::sigprocmask(SIG_BLOCK, &s, nullptr);
+    }
+    if (die_with) {
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != die_with) ::_exit(127);  // the parent died before the flag was set
+    }
+    if (netns_fd >= 0 && ::setns(netns_fd, CLONE_NEWNET) != 0)
+      exec.set_error(std::error_code(errno, std::system_category()), "entering the namespace");
+  }
+};
+
+}  // namespace
+
+struct Daemon::Impl {
+  std::string name;
+  bp::child child;
+  std::optional<int> status;
+  bool detached = false;
+};
+
+Daemon::Daemon() = default;
+Daemon::Daemon(Daemon&&) noexcept = default;
+Daemon& Daemon::operator=(Daemon&&) noexcept = default;
+
+Daemon::~Daemon() {
+  if (!impl_ || impl_->detached) return;
+  if (running()) {
+    auto r = stop();
+    if (!r) log::warn("stopping {}: {}", impl_->name, r.error().what());
+  }
+}
+
+Result<Daemon> Daemon::start(const ProcessSpec& spec) {
+  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
+  boost::filesystem::path exe = spec.argv[0];
+  if (spec.argv[0].find('/') == std::string::npos) {
+    exe = bp::search_path(spec.argv[0]);
+    if (exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
+  }
+  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  auto env = boost::this_process::environment();
+  bp::environment child_env = env;
+  for (const auto& [k, v] : spec.env) child_env[k] = v;
+  ChildSetup setup;
+  setup.netns_fd = spec.netns_fd;
+  setup.new_session = spec.new_session;
+  setup.hold_sigusr1 = spec.hold_sigusr1;
+  if (spec.die_with_parent) setup.die_with = ::getpid();
+
+  auto impl = std::make_unique<Impl>();
+  impl->name = spec.name;
+  std::error_code ec;
+  FILE* log = nullptr;
+  if (!spec.log_path.empty()) {
+    log = std::fopen(spec.log_path.c_str(), "ae");
+    if (!log) return errno_error("starting " + spec.name + ": opening log " + spec.log_path);
+  }
+  try {
+    if (log)
+      impl->child = bp::child(exe, bp::args = args, bp::std_in < bp::null, bp::std_out > log,
+                              bp::std_err > log, child_env, setup, ec);
+    else
+      impl->child = bp::child(exe, bp::args = args, child_env, setup, ec);
+  } catch (const std::exception& e) {
+    if (log) std::fclose(log);
+    return os_error(EIO, "starting " + spec.name + ": " + e.what());
+  }
+  if (log) std::fclose(log);
+  if (ec) return std::system_error(ec, "starting " + spec.name);
+  log::debug("started {} (pid {}): {}", spec.name, impl->child.id(), spec.argv[0]);
+  Daemon d;
+  d.impl_ = std::move(impl);
+  return d;
+}
+
+pid_t Daemon::pid() const { return impl_ ? impl_->child.id() : 0; }
+const std::string& Daemon::name() const {
+  static const std::string empty;
+  return impl_ ? impl_->name : empty;
+}
+
+bool Daemon::running() {
+  if (!impl_ || impl_->status) return false;
+  std::error_code ec;
+  bool r = impl_->child.running(ec);
+  if (!r) {
+    int native = impl_->child.native_exit_code();
+    impl_->status = WIFSIGNALED(native) ? 128 + WTERMSIG(native) : WEXITSTATUS(native);
+  }
+  return r;
+}
+
+std::optional<int> Daemon::exit_status() {
+  running();
+  return impl_ ? impl_->status : std::nullopt;
+}
+
+int Daemon::wait() {
+  if (!impl_) return -1;
+  if (!impl_->status) {
+    std::error_code ec;
+    impl_->child.wait(ec);
+    running();
+  }
+  return impl_->status.value_or(-1);
+}
+
+Result<int> Daemon::stop(std::chrono::milliseconds grace) {
+  if (!impl_) return os_error(ESRCH, "stopping a daemon that was never started");
+  if (!running()) return *impl_->status;
+  pid_t p = pid();
+  ::kill(p, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (running()) {
+    log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", impl_->name, p, grace.count());
+    ::kill(p, SIGKILL);
+    std::error_code ec;
+    impl_->child.wait(ec);
+    running();
+  }
+  log::debug("stopped {} (pid {}), status {}", impl_->name, p, impl_->status.value_or(-1));
+  return impl_->status.value_or(-1);
+}
+
+void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds grace) {
+  std::vector<Daemon*> left;
+  for (Daemon* d : daemons)
+    if (d->running()) {
+      ::kill(d->pid(), SIGTERM);
+      left.push_back(d);
+    }
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::erase_if(left, [](Daemon* d) { return !d->running(); });
+    if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (Daemon* d : left) {
+    log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", d->name(), d->pid(), grace.count());
+    ::kill(d->pid(), SIGKILL);
+  }
+  for (Daemon* d : left) d->wait();
+}
+
+void Daemon::detach() {
+  if (!impl_) return;
+  impl_->detached = true;
+  impl_->child.detach();
+}
+
+namespace {
+Result<bp::child> spawn_with_pipe(const ProcessSpec& spec, bp::pipe& out) {
+  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
+  boost::filesystem::path exe = spec.argv[0];
+  if (spec.argv[0].find('/') == std::string::npos) {
+    exe = bp::search_path(spec.argv[0]);
+    if (exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
+  }
+  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
+  bp::environment env = boost::this_process::environment();
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  ChildSetup setup;
+  setup.netns_fd = spec.netns_fd;
+  setup.new_session = spec.new_session;
+  setup.hold_sigusr1 = spec.hold_sigusr1;
+  if (spec.die_with_parent) setup.die_with = ::getpid();
+  std::error_code ec;
+  FILE* log = nullptr;
+  if (!spec.log_path.empty()) log = std::fopen(spec.log_path.c_str(), "ae");
+  bp::child c;
+  try {
+    if (log)
+      c = bp::child(exe, bp::args = args, bp::std_in < bp::null, bp::std_out > out, bp::std_err > log, env, setup, ec);
+    else
+      c = bp::child(exe, bp::args = args, bp::std_in < bp::null, bp::std_out > out, bp::std_err > bp::null, env,
+                    setup, ec);
+  } catch (const std::exception& e) {
+    if (log) std::fclose(log);
+    return os_error(EIO, "starting " + spec.name + ": " + e.what());
+  }
+  if (log) std::fclose(log);
+  if (ec) return std::system_error(ec, "starting " + spec.name);
+  ::close(out.native_sink());  // our copy of the write end: EOF comes when the child's closes
+  out.assign_sink(-1);
+  return c;
+}
+
+int status_of(bp::child& c) {
+  int native = c.native_exit_code();
+  return WIFSIGNALED(native) ? 128 + WTERMSIG(native) : WEXITSTATUS(native);
+}
+}  // namespace
+
+Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds timeout) {
+  bp::pipe out;
+  auto c = spawn_with_pipe(spec, out);
+  if (!c) return c.error();
+  Captured cap;
+  int fd = out.native_source();
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) continue;
+    char buf[8192];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    cap.out.append(buf, static_cast<size_t>(n));
+  }
+  std::error_code ec;
+  if (timed_out) {
+    c.value().terminate(ec);
+    cap.status = 124;
+    return cap;
+  }
+  c.value().wait(ec);
+  cap.status = status_of(c.value());
+  return cap;
+}
+
+struct StreamingChild::Impl {
+  bp::pipe out;
+  bp::child child;
+};
+
+StreamingChild::StreamingChild() = default;
+StreamingChild::StreamingChild(StreamingChild&&) noexcept = default;
+StreamingChild& StreamingChild::operator=(StreamingChild&&) noexcept = default;
+StreamingChild::~StreamingChild() { kill(); }
+
+Result<StreamingChild> StreamingChild::start(const ProcessSpec& spec) {
+  auto impl = std::make_unique<Impl>();
+  auto c = spawn_with_pipe(spec, impl->out);
+  if (!c) return c.error();
+  impl->child = std::move(c).value();
+  int fd = impl->out.native_source();
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  StreamingChild s;
+  s.impl_ = std::move(impl);
+  return s;
+}
+
+int StreamingChild::fd() const { return impl_ ? impl_->out.native_source() : -1; }
+
+bool StreamingChild::read_some(std::string& buf) {
+  if (!impl_) return false;
+  char tmp[16384];
+  for (;;) {
+    ssize_t n = ::read(fd(), tmp, sizeof tmp);
+    if (n > 0) {
+      buf.append(tmp, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    return false;  // EOF or error
+  }
+}
+
+void StreamingChild::kill() {
+  if (!impl_) return;
+  std::error_code ec;
+  if (impl_->child.valid() && impl_->child.running(ec)) impl_->child.terminate(ec);
+  if (impl_->child.valid()) impl_->child.wait(ec);
+  impl_.reset();
+}
+
+std::vector<pid_t> list_pids() {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (!d) return out;
+  while (auto* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end == '\0' && pid > 0) out.push_back(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  return out;
+}
+
+bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace) {
+  if (pid <= 1 || start_time == 0) return false;  // no start time: nothing proves which process it is
+  auto same = [&] { return process_start_time(pid) == start_time; };
+  if (!same()) return false;
+  ::kill(pid, SIGTERM);
+  auto deadline = std::chrono::steady_clock::now() + grace;
+  while (same() && std::chrono::steady_clock::now() < deadline) {
+    ::waitpid(pid, nullptr, WNOHANG);  // reaps it if it is our child
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (same()) {
+    ::kill(pid, SIGKILL);
+    for (int i = 0; i < 200 && same(); ++i) {
+      ::waitpid(pid, nullptr, WNOHANG);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  return true;
+}
+
+std::string self_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+}  // namespace lanes::testbed

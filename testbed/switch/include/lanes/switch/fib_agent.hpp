@@ -1,0 +1,146 @@
+#pragma once
+// The FIB agent's logic: GoBGP's multipath sets in, kernel nexthop objects
+// and resilient groups out. The kernel sits behind KernelFib so the logic is
+// tested with a fake; NetlinkFib is the real one.
+//
+// Every BGP prefix gets one resilient nexthop group with one member per port
+// that its paths resolve to; its route points at the group (protocol bgp).
+// Nexthop ids are fixed per (port, family), so a restarted agent recognises
+// what it installed before and leaves valid routes alone.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lanes/core/netlink.hpp"
+
+namespace lanes::testbed {
+
+struct AgentPort {
+  std::string ifname;
+  std::string peer;                 // node name on the other side
+  std::vector<std::string> match;   // BGP next hops this port stands for
+  std::string gw4, gw6;
+};
+
+struct AgentStatic {
+  std::string dst;  // "198.19.1.0/32"
+  std::string ifname;
+  std::string gateway;
+};
+
+struct AgentConfig {
+  std::string node;
+  std::string api = "127.0.0.1:50051";
+  ResilientParams resilient;
+  std::vector<std::string> originate;  // announced into BGP by the agent
+  std::vector<std::string> blackhole;  // discard routes for the aggregates
+  std::vector<AgentPort> ports;
+  std::vector<AgentStatic> statics;
+  std::chrono::seconds stale_timeout{45};
+
+  static AgentConfig from_json(const nlohmann::json& j);
+};
+
+// What the agent needs from the kernel.
+class KernelFib {
+ public:
+  virtual ~KernelFib() = default;
+  virtual Result<int> ifindex(const std::string& ifname) = 0;
+  virtual Result<std::vector<NexthopInfo>> nexthops() = 0;
+  virtual Result<std::vector<RouteEntry>> routes(int family) = 0;
+  virtual Status add_nexthop(uint32_t id, int oif, const std::string& gateway) = 0;
+  virtual Status set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
+                           bool replace) = 0;
+  virtual Status delete_nexthop(uint32_t id) = 0;
+  virtual Status set_route(const std::string& prefix, uint32_t group) = 0;  // create or replace
+  virtual Status delete_route(const std::string& prefix) = 0;
+  virtual Status add_static(const AgentStatic& s, int oif) = 0;      // create or replace
+  virtual Status add_blackhole(const std::string& prefix) = 0;       // create or replace
+};
+
+class NetlinkFib : public KernelFib {
+ public:
+  explicit NetlinkFib(Netlink nl) : nl_(std::move(nl)) {}
+  Result<int> ifindex(const std::string& ifname) override { return nl_.ifindex(ifname); }
+  Result<std::vector<NexthopInfo>> nexthops() override { return nl_.nexthops(); }
+  Result<std::vector<RouteEntry>> routes(int family) override { return nl_.route_entries(family); }
+  Status add_nexthop(uint32_t id, int oif, const std::string& gateway) override;
+  Status set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
+                   bool replace) override;
+  Status delete_nexthop(uint32_t id) override { return nl_.delete_nexthop(id); }
+  Status set_route(const std::string& prefix, uint32_t group) override;
+  Status delete_route(const std::string& prefix) override;
+  Status add_static(const AgentStatic& s, int oif) override;
+  Status add_blackhole(const std::string& prefix) override;
+
+ private:
+  Netlink nl_;
+};
+
+// Kernel object ids the agent uses.
+inline constexpr uint32_t kNexthopIdBase = 1000;     // + port * 2 + (IPv6 ? 1 : 0)
+inline constexpr uint32_t kGroupIdBase = 100000;
+
+class FibAgent {
+ public:
+  FibAgent(AgentConfig cfg, KernelFib& kernel);
+
+  // Learns what an earlier agent installed (routes of protocol bgp and
+  // their groups) and installs the statics and blackholes.
+  Status start();
+
+  // The complete multipath set of PREFIX (BGP next hops), as GoBGP reports
+  // it; an empty set withdraws the prefix.
+  void update(const std::string& prefix, const std::vector<std::string>& nexthops);
+  // A port's carrier changed (the kernel drops a port's next hops when its
+  // carrier goes; they return through the agent).
+  void link_changed(const std::string& ifname, bool carrier);
+
+  // Stale mode (gobgpd lost): nothing is removed from the kernel; updates
+  // only add. reconcile() ends it with the complete RIB.
+  void set_stale(bool stale);
+  bool stale() const { return stale_; }
+  void reconcile(const std::map<std::string, std::vector<std::string>>& rib);
+
+  // Per prefix: group id and the ports in it, plus counters.
+  nlohmann::json state() const;
+  // Ports (names) in PREFIX's installed group.
+  std::vector<std::string> members(const std::string& prefix) const;
+  uint64_t kernel_ops() const { return ops_; }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  struct Installed {
+    uint32_t group = 0;
+    std::set<int> ports;  // member ports (indexes into cfg_.ports)
+  };
+  static bool is_v6(const std::string& prefix) { return prefix.find(':') != std::string::npos; }
+  std::optional<int> port_of(const std::string& nexthop) const;
+  uint32_t nexthop_id(int port, bool v6) const { return kNexthopIdBase + static_cast<uint32_t>(port) * 2 + (v6 ? 1 : 0); }
+  bool ensure_nexthop(int port, bool v6);
+  void apply(const std::string& prefix);
+  void remove(const std::string& prefix);
+  uint32_t new_group_id();
+  void note(const std::system_error& e);
+
+  AgentConfig cfg_;
+  KernelFib& k_;
+  std::vector<int> oif_;            // per port
+  std::vector<bool> carrier_;       // per port
+  std::set<uint32_t> nexthops_up_;  // nexthop objects the kernel has
+  std::map<std::string, std::set<int>> want_;  // prefix → ports from the RIB
+  std::map<std::string, Installed> installed_;
+  std::map<std::string, std::set<int>> stale_ports_;  // kept while stale
+  std::set<uint32_t> used_groups_;
+  bool stale_ = false;
+  uint64_t ops_ = 0;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace lanes::testbed

@@ -1,0 +1,328 @@
+#include "lanes/switch/fib_agent.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "lanes/core/log.hpp"
+
+namespace lanes::testbed {
+
+AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
+  AgentConfig c;
+  c.node = j.value("node", "");
+  c.api = j.value("api", c.api);
+  if (j.contains("resilient")) {
+    c.resilient.buckets = j["resilient"].value("buckets", uint16_t{128});
+    c.resilient.idle_timer_s = j["resilient"].value("idle_timer_s", uint32_t{120});
+  }
+  c.originate = j.value("originate", std::vector<std::string>{});
+  c.blackhole = j.value("blackhole", std::vector<std::string>{});
+  for (const auto& p : j.value("ports", nlohmann::json::array()))
+    c.ports.push_back({p.value("ifname", ""), p.value("peer", ""), p.value("match", std::vector<std::string>{}),
+                       p.value("gw4", ""), p.value("gw6", "")});
+  for (const auto& s : j.value("static", nlohmann::json::array()))
+    c.statics.push_back({s.value("dst", ""), s.value("ifname", ""), s.value("gateway", "")});
+  if (j.contains("stale_timeout_s")) c.stale_timeout = std::chrono::seconds(j["stale_timeout_s"].get<int>());
+  return c;
+}
+
+// ---- NetlinkFib ----
+
+Status NetlinkFib::add_nexthop(uint32_t id, int oif, const std::string& gateway) {
+  return nl_.add_nexthop(id, oif, gateway, /*replace=*/true, kProtoBgp);
+}
+
+Status NetlinkFib::set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
+                             bool replace) {
+  std::vector<std::pair<uint32_t, uint16_t>> m;
+  for (auto x : members) m.emplace_back(x, 1);
+  return nl_.add_nexthop_group(id, m, p, replace, kProtoBgp);
+}
+
+namespace {
+Route route_to(const std::string& prefix) {
+  Route r;
+  r.family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
+  r.dst = prefix;
+  return r;
+}
+}  // namespace
+
+Status NetlinkFib::set_route(const std::string& prefix, uint32_t group) {
+  Route r = route_to(prefix);
+  r.nh_id = group;
+  r.protocol = kProtoBgp;
+  r.replace = true;
+  return nl_.add_route(r);
+}
+
+Status NetlinkFib::delete_route(const std::string& prefix) {
+  Route r = route_to(prefix);
+  r.protocol = kProtoBgp;
+  return nl_.delete_route(r);
+}
+
+Status NetlinkFib::add_static(const AgentStatic& s, int oif) {
+  Route r = route_to(s.dst);
+  r.nexthops.push_back({s.gateway, oif, 1});
+  r.replace = true;
+  return nl_.add_route(r);
+}
+
+Status NetlinkFib::add_blackhole(const std::string& prefix) {
+  Route r = route_to(prefix);
+  r.blackhole = true;
+  r.replace = true;
+  return nl_.add_route(r);
+}
+
+// ---- FibAgent ----
+
+FibAgent::FibAgent(AgentConfig cfg, KernelFib& kernel)
+    : cfg_(std::move(cfg)), k_(kernel), oif_(cfg_.ports.size(), 0), carrier_(cfg_.ports.size(), true) {}
+
+void FibAgent::note(const std::system_error& e) {
+  log::warn("{}: {}", cfg_.node, e.what());
+  errors_.push_back(e.what());
+  if (errors_.size() > 50) errors_.erase(errors_.begin());
+}
+
+std::optional<int> FibAgent::port_of(const std::string& nh) const {
+  std::string a = nh;
+  if (a.rfind("::ffff:", 0) == 0) a = a.substr(7);
+  for (size_t i = 0; i < cfg_.ports.size(); ++i)
+    for (const auto& m : cfg_.ports[i].match)
+      if (m == a) return static_cast<int>(i);
+  return std::nullopt;
+}
+
+Status FibAgent::start() {
+  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+    auto idx = k_.ifindex(cfg_.ports[i].ifname);
+    if (!idx) return idx.error();
+    oif_[i] = idx.value();
+  }
+  // what an earlier agent left: our nexthops, and routes pointing at groups
+  auto nhs = k_.nexthops();
+  if (!nhs) return nhs.error();
+  std::map<uint32_t, NexthopInfo> by_id;
+  for (const auto& n : nhs.value()) {
+    if (n.protocol != kProtoBgp) continue;
+    by_id[n.id] = n;
+    if (!n.is_group) nexthops_up_.insert(n.id);
+  }
+  for (int family : {AF_INET, AF_INET6}) {
+    auto routes = k_.routes(family);
+    if (!routes) return routes.error();
+    for (const auto& r : routes.value()) {
+      if (r.protocol != kProtoBgp || r.nh_id == 0) continue;
+      auto it = by_id.find(r.nh_id);
+      if (it == by_id.end() || !it->second.is_group) continue;
+      Installed inst;
+      inst.group = r.nh_id;
+      for (auto [m, w] : it->second.members) {
+        (void)w;
+        if (m >= kNexthopIdBase && m < kNexthopIdBase + 2 * cfg_.ports.size())
+          inst.ports.insert(static_cast<int>((m - kNexthopIdBase) / 2));
+      }
+      used_groups_.insert(r.nh_id);
+      installed_[r.dst] = inst;
+    }
+  }
+  if (!installed_.empty())
+    log::info("{}: found {} routes installed by an earlier agent", cfg_.node, installed_.size());
+  for (const auto& s : cfg_.statics) {
+    auto idx = k_.ifindex(s.ifname);
+    if (!idx) return idx.error();
+    if (auto st = k_.add_static(s, idx.value()); !st) note(st.error());
+  }
+  for (const auto& b : cfg_.blackhole)
+    if (auto st = k_.add_blackhole(b); !st) note(st.error());
+  return {};
+}
+
+uint32_t FibAgent::new_group_id() {
+  uint32_t id = kGroupIdBase;
+  while (used_groups_.count(id)) ++id;
+  used_groups_.insert(id);
+  return id;
+}
+
+bool FibAgent::ensure_nexthop(int port, bool v6) {
+  uint32_t id = nexthop_id(port, v6);
+  if (nexthops_up_.count(id)) return true;
+  if (!carrier_[port]) return false;
+  const auto& p = cfg_.ports[port];
+  ++ops_;
+  auto st = k_.add_nexthop(id, oif_[port], v6 ? p.gw6 : p.gw4);
+  if (!st) {
+    // the kernel refuses next hops on a port without carrier
+    log::debug("{}: next hop {} via {} not available: {}", cfg_.node, id, p.ifname, st.error().what());
+    return false;
+  }
+  nexthops_up_.insert(id);
+  return true;
+}
+
+void FibAgent::update(const std::string& prefix, const std::vector<std::string>& nexthops) {
+  std::set<int> ports;
+  for (const auto& nh : nexthops)
+    if (auto p = port_of(nh)) ports.insert(*p);
+  if (ports.empty())
+    want_.erase(prefix);
+  else
+    want_[prefix] = ports;
+  apply(prefix);
+}
+
+void FibAgent::apply(const std::string& prefix) {
+  bool v6 = is_v6(prefix);
+  std::set<int> target;
+  if (auto it = want_.find(prefix); it != want_.end()) target = it->second;
+  if (stale_)
+    if (auto it = stale_ports_.find(prefix); it != stale_ports_.end()) target.insert(it->second.begin(), it->second.end());
+  std::set<int> usable;
+  for (int p : target)
+    if (ensure_nexthop(p, v6)) usable.insert(p);
+  auto it = installed_.find(prefix);
+  if (usable.empty()) {
+    if (it != installed_.end()) remove(prefix);
+    return;
+  }
+  if (it != installed_.end() && it->second.ports == usable) return;  // nothing to do
+  std::vector<uint32_t> members;
+  for (int p : usable) members.push_back(nexthop_id(p, v6));
+  if (it != installed_.end()) {
+    ++ops_;
+    auto st = k_.set_group(it->second.group, members, cfg_.resilient, /*replace=*/true);
+    if (st) {
+      it->second.ports = usable;
+      log::debug("{}: {} now has {} next hops", cfg_.node, prefix, usable.size());
+      return;
+    }
+    // the group vanished under us (its last member went with a carrier):
+    // build it again below
+    log::debug("{}: group {} for {} is gone ({}); recreating", cfg_.node, it->second.group, prefix,
+               st.error().what());
+    used_groups_.erase(it->second.group);
+    installed_.erase(it);
+  }
+  Installed inst;
+  inst.group = new_group_id();
+  ++ops_;
+  if (auto st = k_.set_group(inst.group, members, cfg_.resilient, /*replace=*/true); !st) {
+    note(st.error());
+    used_groups_.erase(inst.group);
+    return;
+  }
+  ++ops_;
+  if (auto st = k_.set_route(prefix, inst.group); !st) {
+    note(st.error());
+    (void)k_.delete_nexthop(inst.group);
+    used_groups_.erase(inst.group);
+    return;
+  }
+  inst.ports = usable;
+  installed_[prefix] = inst;
+  log::debug("{}: installed {} with {} next hops (group {})", cfg_.node, prefix, usable.size(), inst.group);
+}
+
+void FibAgent::remove(const std::string& prefix) {
+  auto it = installed_.find(prefix);
+  if (it == installed_.end()) return;
+  ++ops_;
+  (void)k_.delete_route(prefix);  // may already be gone with its group
+  ++ops_;
+  (void)k_.delete_nexthop(it->second.group);
+  used_groups_.erase(it->second.group);
+  installed_.erase(it);
+  log::debug("{}: removed {}", cfg_.node, prefix);
+}
+
+void FibAgent::link_changed(const std::string& ifname, bool carrier) {
+  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+    if (cfg_.ports[i].ifname != ifname) continue;
+    int p = static_cast<int>(i);
+    if (carrier_[i] == carrier) return;
+    carrier_[i] = carrier;
+    if (!carrier) {
+      // the kernel has dropped this port's next hops, and the groups shrank
+      nexthops_up_.erase(nexthop_id(p, false));
+      nexthops_up_.erase(nexthop_id(p, true));
+      std::vector<std::string> emptied;
+      for (auto& [prefix, inst] : installed_) {
+        inst.ports.erase(p);
+        if (inst.ports.empty()) emptied.push_back(prefix);
+      }
+      for (const auto& prefix : emptied) {
+        used_groups_.erase(installed_[prefix].group);
+        installed_.erase(prefix);  // the kernel removed the group and its route
+      }
+      log::info("{}: {} lost carrier", cfg_.node, ifname);
+    } else {
+      log::info("{}: {} has carrier again; restoring its next hops", cfg_.node, ifname);
+      for (const auto& s : cfg_.statics)
+        if (s.ifname == ifname)
+          if (auto st = k_.add_static(s, oif_[i]); !st) note(st.error());
+      std::vector<std::string> affected;
+      for (const auto& [prefix, ports] : want_)
+        if (ports.count(p)) affected.push_back(prefix);
+      for (const auto& [prefix, ports] : stale_ports_)
+        if (stale_ && ports.count(p)) affected.push_back(prefix);
+      for (const auto& prefix : affected) apply(prefix);
+    }
+    return;
+  }
+}
+
+void FibAgent::set_stale(bool stale) {
+  if (stale == stale_) return;
+  stale_ = stale;
+  if (stale) {
+    stale_ports_.clear();
+    for (const auto& [prefix, inst] : installed_) stale_ports_[prefix] = inst.ports;
+    log::info("{}: gobgpd lost; keeping {} routes as stale", cfg_.node, stale_ports_.size());
+  }
+}
+
+void FibAgent::reconcile(const std::map<std::string, std::vector<std::string>>& rib) {
+  stale_ = false;
+  stale_ports_.clear();
+  want_.clear();
+  for (const auto& [prefix, nhs] : rib) {
+    std::set<int> ports;
+    for (const auto& nh : nhs)
+      if (auto p = port_of(nh)) ports.insert(*p);
+    if (!ports.empty()) want_[prefix] = ports;
+  }
+  std::vector<std::string> gone;
+  for (const auto& [prefix, inst] : installed_)
+    if (!want_.count(prefix)) gone.push_back(prefix);
+  for (const auto& prefix : gone) remove(prefix);
+  for (const auto& [prefix, ports] : want_) apply(prefix);
+  log::info("{}: reconciled with the RIB: {} routes", cfg_.node, installed_.size());
+}
+
+std::vector<std::string> FibAgent::members(const std::string& prefix) const {
+  std::vector<std::string> out;
+  auto it = installed_.find(prefix);
+  if (it == installed_.end()) return out;
+  for (int p : it->second.ports) out.push_back(cfg_.ports[p].ifname);
+  return out;
+}
+
+nlohmann::json FibAgent::state() const {
+  nlohmann::json routes = nlohmann::json::object();
+  for (const auto& [prefix, inst] : installed_) {
+    nlohmann::json m = nlohmann::json::array();
+    for (int p : inst.ports)
+      m.push_back({{"ifname", cfg_.ports[p].ifname}, {"peer", cfg_.ports[p].peer},
+                   {"gateway", is_v6(prefix) ? cfg_.ports[p].gw6 : cfg_.ports[p].gw4}});
+    routes[prefix] = {{"group", inst.group}, {"members", m}};
+  }
+  return {{"node", cfg_.node}, {"stale", stale_}, {"routes", routes}, {"kernel_ops", ops_},
+          {"errors", errors_}};
+}
+
+}  // namespace lanes::testbed

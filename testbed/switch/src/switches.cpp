@@ -1,0 +1,95 @@
+#include "lanes/switch/switches.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include "lanes/core/log.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/switch/switch_config.hpp"
+
+namespace lanes::testbed {
+
+SwitchFiles switch_files(const RunRegistry& reg, const std::string& run_id, const std::string& node) {
+  SwitchFiles f;
+  f.dir = reg.dir(run_id) + "/switches/" + node;
+  f.gobgp_config = f.dir + "/gobgpd.toml";
+  f.agent_config = f.dir + "/fib-agent.json";
+  f.agent_state = f.dir + "/fib-agent-state.json";
+  f.gobgpd_log = reg.dir(run_id) + "/logs/" + node + "-gobgpd.log";
+  f.agent_log = reg.dir(run_id) + "/logs/" + node + "-fib-agent.log";
+  return f;
+}
+
+bool has_switches(const Topology& t) { return t.count(NodeKind::rack_switch) + t.count(NodeKind::spine) > 0; }
+
+Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std::string& run_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(reg.dir(run_id) + "/logs", ec);
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
+    if (n.kind != NodeKind::rack_switch && n.kind != NodeKind::spine) continue;
+    auto f = switch_files(reg, run_id, n.name);
+    std::filesystem::create_directories(f.dir, ec);
+    if (ec) return std::system_error(ec, "creating " + f.dir);
+    {
+      std::ofstream o(f.gobgp_config, std::ios::trunc);
+      o << render_gobgp_config(t, static_cast<int>(i));
+      if (!o) return errno_error("writing " + f.gobgp_config);
+    }
+    {
+      std::ofstream o(f.agent_config, std::ios::trunc);
+      o << render_agent_config(t, static_cast<int>(i)).dump(2) << "\n";
+      if (!o) return errno_error("writing " + f.agent_config);
+    }
+    ProcessSpec check{"gobgpd --dry-run", {"gobgpd", "--dry-run", "-f", f.gobgp_config, "-t", "toml"}};
+    check.log_path = f.gobgpd_log;
+    check.new_session = false;
+    auto r = run_capture(check, std::chrono::seconds(10));
+    if (!r) return r.error();
+    if (r.value().status != 0)
+      return os_error(EINVAL, fmt::format("gobgpd rejects the configuration of {} ({}); see {}:\n{}", n.name,
+                                          f.gobgp_config, f.gobgpd_log, log::tail_of(f.gobgpd_log, 3, "  ")));
+  }
+  return {};
+}
+
+Status deploy_switches(DeployContext& ctx) {
+  const Topology& t = ctx.tb.topology();
+  if (!has_switches(t)) return {};
+  if (auto st = write_switch_configs(t, ctx.reg, ctx.run_id); !st) return st;
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
+    if (n.kind != NodeKind::rack_switch && n.kind != NodeKind::spine) continue;
+    auto f = switch_files(ctx.reg, ctx.run_id, n.name);
+    std::string netns = ctx.tb.netns_name(static_cast<int>(i));
+    DaemonRequest gobgpd;
+    gobgpd.node = n.name;
+    gobgpd.name = "gobgpd";
+    gobgpd.argv = {"gobgpd", "-f", f.gobgp_config, "-t", "toml", "-p", "-l", "info", "--api-hosts",
+                   std::string(kGobgpApi), "--pprof-disable"};
+    gobgpd.netns = netns;
+    gobgpd.wave = kWaveFabric;
+    // one Go scheduler thread: twenty gobgpds on two cores otherwise spend
+    // their time waking each other's threads
+    gobgpd.env = {{"GOMAXPROCS", "1"}};
+    gobgpd.log = f.gobgpd_log;
+    // gobgpd logs some configuration errors (a policy it cannot build) and
+    // runs on without that part
+    gobgpd.fatal_log = {"level=error", "level=fatal"};
+    ctx.daemons.push_back(std::move(gobgpd));
+    // the agent is ready once gobgpd answers it: the hosts' daemons start
+    // after every switch can take their sessions
+    DaemonRequest agent;
+    agent.node = n.name;
+    agent.name = "fib-agent";
+    agent.argv = {ctx.bin_dir + "/lanes-fib-agent", "--config", f.agent_config, "--state", f.agent_state};
+    agent.netns = netns;
+    agent.wave = kWaveFabricAgents;
+    agent.ready_file = f.agent_state;
+    agent.log = f.agent_log;
+    ctx.daemons.push_back(std::move(agent));
+  }
+  return {};
+}
+
+}  // namespace lanes::testbed
