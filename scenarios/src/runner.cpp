@@ -26,6 +26,7 @@
 #include "lanes/switch/switch_config.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/supervisor.hpp"
+#include "lanes/core/wait.hpp"
 #include "lanes/switch/gobgp_client.hpp"
 #include "lanes/switch/switches.hpp"
 
@@ -63,12 +64,7 @@ bool sleep_checked(milliseconds d) {
 
 template <typename F>
 bool eventually(F pred, milliseconds timeout, milliseconds every = milliseconds(100)) {
-  auto end = Clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (Clock::now() >= end || tb::interrupted()) return false;
-    std::this_thread::sleep_for(every);
-  }
+  return tb::eventually(pred, timeout, every, [] { return tb::interrupted(); });
 }
 
 json last_json_line(const std::string& path) {

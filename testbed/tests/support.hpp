@@ -11,6 +11,8 @@
 #include <string>
 #include <thread>
 
+#include "lanes/core/wait.hpp"
+
 namespace lanes::test {
 
 // Exit code CTest reports as "not run" (SKIP_RETURN_CODE): Catch2 2.x has no
@@ -25,16 +27,12 @@ inline void require_root() {
   }
 }
 
-// Polls PRED until it holds or TIMEOUT passes (FRR's run_and_expect).
+// Polls PRED until it holds or TIMEOUT passes (lanes::testbed::eventually
+// with the tests' defaults).
 inline bool eventually(const std::function<bool()>& pred,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
                        std::chrono::milliseconds every = std::chrono::milliseconds(10)) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(every);
-  }
+  return testbed::eventually(pred, timeout, every);
 }
 
 // Runs a shell command; returns its exit status and stdout.

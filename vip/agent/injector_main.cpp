@@ -62,7 +62,7 @@ struct Peer {
       : session(c), backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 0.25, seed) {}
 };
 
-int64_t mono_ms() {
+int64_t mono_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
 }
 
@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
     for (const auto& u : route_update(n, withdraw)) run(p, p.session.send(u));
     p.announced[n.index] = !withdraw;
     lg::info("{}: {} next hop of NIC {} on {} at {} us", host, withdraw ? "withdrew" : "announced", n.index, p.local,
-             mono_ms());
+             mono_us());
   };
   run = [&](Peer& p, std::vector<Action> acts) {
     for (auto& a : acts) {
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
             bool up = e.admin_up && e.carrier;
             if (up == x.up) continue;
             x.up = up;
-            lg::info("{}: {} {} at {} us", host, x.eth, up ? "has carrier" : "lost carrier", mono_ms());
+            lg::info("{}: {} {} at {} us", host, x.eth, up ? "has carrier" : "lost carrier", mono_us());
             for (auto& p : peers)
               if (std::find(p->nics.begin(), p->nics.end(), x.index) != p->nics.end()) announce(*p, x, !up);
             // the NIC's own session, not established: an attempt begun

@@ -40,10 +40,6 @@ namespace po = boost::program_options;
 namespace lanes::testbed {
 namespace {
 
-constexpr int kOk = 0;
-constexpr int kFailure = 1;
-constexpr int kBadInput = 2;
-
 struct Command {
   const char* name;
   const char* args;
@@ -131,8 +127,8 @@ int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::o
              "Checks each file as lanes would load it and builds nothing: a topology (its address\n"
              "plan too), a scenario (with its topology and every phase's overrides) or a suite\n"
              "(with every scenario it includes). Problems are printed as file:line: message."))
-    return kOk;
-  int rc = kOk;
+    return kExitOk;
+  int rc = kExitOk;
   for (const auto& f : files) {
     try {
       std::string root = root_element_of(read_input_file(f, "topology, scenario or suite file"));
@@ -149,7 +145,7 @@ int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::o
         err << f << ": warning: on this machine " << w << "\n";
     } catch (const InputError& e) {
       err << e.what() << "\n";
-      rc = kBadInput;
+      rc = kExitBadInput;
     }
   }
   return rc;
@@ -165,12 +161,12 @@ int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostr
   po::positional_options_description pos;
   pos.add("file", 1);
   po::variables_map vm;
-  if (!parse(args, cmd_named("graph"), desc, pos, vm, out)) return kOk;
+  if (!parse(args, cmd_named("graph"), desc, pos, vm, out)) return kExitOk;
   if (format != "dot" && format != "mermaid")
     throw UsageError(fmt::format("--format {}: expected dot or mermaid", format));
   auto t = load_topology(file);
   out << (format == "dot" ? to_dot(t) : to_mermaid(t));
-  return kOk;
+  return kExitOk;
 }
 
 // ---- up ----
@@ -192,7 +188,7 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
              "With --wait it returns once BGP has converged: every job's task IP (IPv4 and IPv6)\n"
              "has one next hop per NIC at its rack switch and every switch routes to every rack;\n"
              "if that does not happen in time the run stays up and lanes exits 1."))
-    return kOk;
+    return kExitOk;
   std::optional<std::chrono::milliseconds> wait;
   if (vm.count("wait")) {
     std::chrono::milliseconds d{0};
@@ -206,18 +202,18 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
   RunRegistry reg;
   if (vm.count("run-id") && !RunRegistry::valid_id(run_id))
     throw UsageError(fmt::format("--run-id '{}': use 1-8 characters of a-z and 0-9", run_id));
-  if (!have_privileges(err, "up")) return kFailure;
+  if (!have_privileges(err, "up")) return kExitFailure;
   if (run_id.empty()) run_id = reg.new_id();
   if (reg.exists(run_id) || !list_netns(RunRegistry::netns_prefix(run_id)).empty()) {
     err << "lanes up: run id '" << run_id << "' is already in use (lanes status; lanes down " << run_id
         << ")\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   install_interrupt_handlers();  // ^C while building: roll back, then exit
   auto run = LiveRun::start(topo, reg, {run_id, read_file(file), std::filesystem::absolute(file).string()});
   if (!run) {
     err << "lanes up: " << run.error().what() << "\n";
-    return kFailure;
+    return kExitFailure;
   }
   log::add_file_sink(run.value().dir() + "/lanes.log");
   std::chrono::microseconds switches_us = run.value().daemons_took();
@@ -273,9 +269,9 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
                        "first missing: {} (the run stays up: lanes down {})\n",
                        fmt_ms(converge_took), conv->task_ips_full, conv->task_ips, conv->aggregates_present,
                        conv->aggregates, conv->first_missing, run_id);
-    return kFailure;
+    return kExitFailure;
   }
-  return kOk;
+  return kExitOk;
 }
 
 // ---- status ----
@@ -514,7 +510,7 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
              "groups, each host's NICs, job container and VIP injector, every interface.\n"
              "A larger run is summarised, a line per switch and per rack; name nodes (or\n"
              "--full) to see them in full."))
-    return kOk;
+    return kExitOk;
   if (vm.count("run") && !RunRegistry::valid_id(run))
     throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
   RunRegistry reg;
@@ -524,29 +520,29 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
     for (const auto& id : reg.list()) runs.push_back(run_summary_json(reg, id));
     if (json) {
       out << nlohmann::json{{"runs", runs}}.dump(2) << "\n";
-      return kOk;
+      return kExitOk;
     }
     if (runs.empty()) {
       out << "no runs (lanes up FILE starts one)\n";
-      return kOk;
+      return kExitOk;
     }
     out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", "RUN", "PHASE", "TOPOLOGY", "NAMESPACES", "AGE");
     for (const auto& r : runs)
       out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", r["id"].get<std::string>(),
                          r["phase"].get<std::string>(), r.value("topology", "?"),
                          r["namespaces"].get<size_t>(), age_of(r.value("created_unix", int64_t{0})));
-    return kOk;
+    return kExitOk;
   }
   if (!reg.exists(run)) {
     err << "lanes status: no run '" << run << "' (lanes status lists the runs)\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   std::optional<Topology> topo;
   try {
     topo = load_topology_text(read_file(reg.dir(run) + "/topology.xml"), reg.dir(run) + "/topology.xml");
   } catch (const std::exception& e) {
     err << "lanes status: cannot read run " << run << "'s topology: " << e.what() << "\n";
-    return kFailure;
+    return kExitFailure;
   }
   for (const auto& n : only)
     if (topo->find_node(n) < 0)
@@ -557,7 +553,7 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
     auto f = run_fleet_json(reg, run, *topo);
     if (json) {
       out << f.dump(2) << "\n";
-      return kOk;
+      return kExitOk;
     }
     out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, f["phase"].get<std::string>(),
                        age_of(f.value("created_unix", int64_t{0})), f.value("topology", "?"), f.value("topology_file", "?"));
@@ -586,20 +582,20 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
                          r["servers"].get<size_t>(),
                          r["hosts_reporting"] == r["hosts"] ? "" : fmt::format("  ({} hosts not reporting)",
                                                                               r["hosts"].get<size_t>() - r["hosts_reporting"].get<size_t>()));
-    return kOk;
+    return kExitOk;
   }
   std::set<std::string> wanted(only.begin(), only.end());
   auto j = run_detail_json(reg, run, *topo, wanted);
   if (json) {
     out << j.dump(2) << "\n";
-    return kOk;
+    return kExitOk;
   }
   out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, j["phase"].get<std::string>(),
                      age_of(j.value("created_unix", int64_t{0})), j.value("topology", "?"),
                      j.value("topology_file", "?"));
   if (j.contains("error")) {
     out << "  " << j["error"].get<std::string>() << "\n";
-    return kFailure;
+    return kExitFailure;
   }
   for (const auto& n : j["nodes"]) {
     std::string extra;
@@ -677,7 +673,7 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
                          i["tx_bytes"].get<uint64_t>(), i["rx_bytes"].get<uint64_t>(), addrs);
     }
   }
-  return kOk;
+  return kExitOk;
 }
 
 // ---- exec ----
@@ -697,17 +693,17 @@ int cmd_exec(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (!parse(before, cmd_named("exec"), desc, pos, vm, out,
              "Runs CMD inside NODE's network namespace with lanes' stdin, stdout and stderr;\n"
              "exits with CMD's exit status."))
-    return kOk;
+    return kExitOk;
   if (command.empty()) throw UsageError("missing the command after '--'\nusage: " + usage_line(cmd_named("exec")));
   if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
   if (node.empty() || node.size() > 40 || node.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != std::string::npos || node[0] == '.')
     throw UsageError(fmt::format("'{}' is not a node name", node));
-  if (!have_privileges(err, "exec")) return kFailure;
+  if (!have_privileges(err, "exec")) return kExitFailure;
   std::string nsname = RunRegistry::netns_name(run, node);
   auto ns = Netns::open(nsname);
   if (!ns) {
     err << "lanes exec: no node '" << node << "' in run '" << run << "' (" << ns.error().what() << ")\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   ProcessSpec spec;
   spec.name = command[0] + " on " + node;
@@ -749,10 +745,10 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
   po::positional_options_description pos;
   pos.add("run", 1);
   po::variables_map vm;
-  if (!parse(args, cmd_named("down"), desc, pos, vm, out)) return kOk;
+  if (!parse(args, cmd_named("down"), desc, pos, vm, out)) return kExitOk;
   if (vm.count("run") && !RunRegistry::valid_id(run))
     throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
-  if (!have_privileges(err, "down")) return kFailure;
+  if (!have_privileges(err, "down")) return kExitFailure;
   RunRegistry reg;
   std::vector<std::string> ids;
   if (vm.count("all")) {
@@ -764,30 +760,30 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
       err << "lanes down: " << ids.size() << " runs exist; name one or use --all:";
       for (const auto& i : ids) err << " " << i;
       err << "\n";
-      return kBadInput;
+      return kExitBadInput;
     }
   } else {
     auto o = reg.owner_of(run);
     if (!reg.exists(run) && o && o->state_dir != reg.base() && RunRegistry(o->state_dir).exists(run)) {
       err << "lanes down: run '" << run << "' belongs to state dir " << o->state_dir << " (LANES_STATE_DIR="
           << o->state_dir << " lanes down " << run << ")\n";
-      return kBadInput;
+      return kExitBadInput;
     }
     if (!reg.exists(run) && (list_netns(RunRegistry::netns_prefix(run)).empty() || !o)) {
       err << "lanes down: no run '" << run << "' (lanes status lists the runs)\n";
-      return kBadInput;
+      return kExitBadInput;
     }
     ids = {run};
   }
   if (ids.empty()) {
     out << "no runs to take down\n";
-    return kOk;
+    return kExitOk;
   }
-  int rc = kOk;
+  int rc = kExitOk;
   for (const auto& id : ids) {
     auto r = remove_run(reg, id);
     for (const auto& e : r.errors) err << "lanes: " << e << "\n";
-    if (!r.ok) rc = kFailure;
+    if (!r.ok) rc = kExitFailure;
     out << fmt::format("run {} {}: {} namespaces, {} processes removed in {}\n", id,
                        r.ok ? "down" : "partly down", r.report.namespaces, r.report.processes, fmt_ms(r.took));
   }
@@ -803,23 +799,23 @@ int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostr
   if (!parse(args, cmd_named("clean"), desc, pos, vm, out,
              "Removes what dead runs of this state dir left behind: runs whose lanes process died\n"
              "(while building, tearing down, or running a scenario), runs whose supervisor died,\n"
-             "and the namespaces, processes and BPF pins of runs whose directory is gone. Runs\n"
+             "and the namespaces and processes of runs whose directory is gone. Runs\n"
              "that are up stay unless --all is given; runs a live lanes process holds, runs of\n"
              "other state dirs and objects no owner record proves to be lanes' are never touched."))
-    return kOk;
+    return kExitOk;
   bool dry = vm.count("dry-run");
   bool all = vm.count("all");
-  if (!dry && !have_privileges(err, "clean")) return kFailure;
+  if (!dry && !have_privileges(err, "clean")) return kExitFailure;
   RunRegistry reg;
   CleanPlan plan = plan_clean(reg, all);
-  int rc = kOk;
-  int namespaces = 0, processes = 0, pins = 0;
+  int rc = kExitOk;
+  int namespaces = 0, processes = 0;
   for (const auto& t : plan.targets) {
     if (dry) {
-      out << fmt::format("would remove run {} ({}): {} namespaces, {} processes{}{}{}\n", t.id, t.why,
+      out << fmt::format("would remove run {} ({}): {} namespaces, {} processes{}{}\n", t.id, t.why,
                          t.namespaces.size(), t.processes.size(),
                          t.processes.empty() ? "" : " (pids " + pids_text(t.processes) + ")",
-                         t.has_dir ? ", its directory" : "", t.has_pins ? ", its BPF pins" : "");
+                         t.has_dir ? ", its directory" : "");
       continue;
     }
     auto r = remove_run(reg, t.id);
@@ -829,10 +825,9 @@ int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostr
       continue;
     }
     for (const auto& e : r.errors) err << "lanes: " << e << "\n";
-    if (!r.ok) rc = kFailure;
+    if (!r.ok) rc = kExitFailure;
     namespaces += r.report.namespaces;
     processes += r.report.processes;
-    pins += r.report.bpf_pins;
     out << fmt::format("removed run {} ({}): {} namespaces, {} processes\n", t.id, t.why, r.report.namespaces,
                        r.report.processes);
   }
@@ -852,8 +847,8 @@ int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   for (const auto& why : plan.left_alone) out << "left alone: " << why << "\n";
   if (!dry)
-    out << fmt::format("clean: {} runs removed ({} namespaces, {} processes, {} BPF pins)", plan.targets.size(),
-                       namespaces, processes, pins);
+    out << fmt::format("clean: {} runs removed ({} namespaces, {} processes)", plan.targets.size(), namespaces,
+                       processes);
   else
     out << fmt::format("clean --dry-run: {} runs would be removed", plan.targets.size());
   if (plan.kept_up)
@@ -876,18 +871,18 @@ int cmd_switch_config(const std::vector<std::string>& args, std::ostream& out, s
   if (!parse(args, cmd_named("switch-config"), desc, pos, vm, out,
              "Prints the gobgpd TOML (or, with --agent, the FIB agent's JSON) that lanes renders\n"
              "for NODE. Nothing is started."))
-    return kOk;
+    return kExitOk;
   auto t = load_topology(file);
   int n = t.find_node(node);
   if (n < 0 || (t.nodes[n].kind != NodeKind::rack_switch && t.nodes[n].kind != NodeKind::spine)) {
     err << "lanes switch-config: '" << node << "' is not a rack switch or spine of " << file << "\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   if (vm.count("agent"))
     out << render_agent_config(t, n).dump(2) << "\n";
   else
     out << render_gobgp_config(t, n);
-  return kOk;
+  return kExitOk;
 }
 
 // ---- features ----
@@ -899,15 +894,15 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
   po::variables_map vm;
   if (!parse(args, cmd_named("features"), desc, pos, vm, out,
              "Probes the kernel in a scratch network namespace (nothing else is touched)."))
-    return kOk;
-  if (!have_privileges(err, "features")) return kFailure;
+    return kExitOk;
+  if (!have_privileges(err, "features")) return kExitFailure;
   auto f = probe_kernel_features();
   auto lim = read_machine_limits();
   if (vm.count("json")) {
     auto j = f.to_json();
     j["limits"] = lim.to_json();
     out << j.dump(2) << "\n";
-    return kOk;
+    return kExitOk;
   }
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   out << fmt::format("kernel            {}\nnetkit            {}\ndummy             {}\nnetem             {}\n"
@@ -923,7 +918,7 @@ int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::o
                      "shared by every namespace: a burst beyond it drops, e.g. SYNs connected 1 s late)\n",
                      lim.cpus, static_cast<double>(lim.mem_available) / (1u << 30), lim.pid_max, lim.threads_max,
                      lim.nofile, lim.gc_thresh3, lim.netdev_max_backlog);
-  return kOk;
+  return kExitOk;
 }
 
 // ---- supervise (internal) ----
@@ -940,7 +935,7 @@ int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::
   if (!parse(args, cmd_named("supervise"), desc, pos, vm, out,
              "Internal: started by 'lanes up'. Runs gobgpd and the FIB agent on every switch of RUN,\n"
              "restarts them when they exit and records it in the run's events.jsonl."))
-    return kOk;
+    return kExitOk;
   if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
   SupervisorOwner o;
   if (!owner.empty()) {
@@ -1013,28 +1008,28 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   for (; i < args.size() && args[i].rfind("-", 0) == 0; ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       print_main_help(out);
-      return kOk;
+      return kExitOk;
     }
     if (args[i] == "--version") {
       out << "lanes " << kVersion << "\n";
-      return kOk;
+      return kExitOk;
     }
     if (args[i] == "--log-level" && i + 1 < args.size()) {
       log::Level l;
       if (!log::parse_level(args[i + 1], l)) {
         err << "lanes: --log-level " << args[i + 1] << ": expected debug, info, warn or error\n";
-        return kBadInput;
+        return kExitBadInput;
       }
       log::set_level(l);
       ++i;
       continue;
     }
     err << "lanes: unknown option " << args[i] << " (lanes --help)\n";
-    return kBadInput;
+    return kExitBadInput;
   }
   if (i == args.size()) {
     print_main_help(err);
-    return kBadInput;
+    return kExitBadInput;
   }
   std::string name = args[i];
   if (name == "help") {
@@ -1044,7 +1039,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       name = args[0];
     } else {
       print_main_help(out);
-      return kOk;
+      return kExitOk;
     }
   }
   std::vector<std::string> rest(args.begin() + static_cast<long>(i) + 1, args.end());
@@ -1054,17 +1049,17 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
       return c.fn(rest, out, err);
     } catch (const InputError& e) {
       err << e.what() << "\n";
-      return kBadInput;
+      return kExitBadInput;
     } catch (const UsageError& e) {
       err << "lanes " << c.name << ": " << e.what() << "\n";
-      return kBadInput;
+      return kExitBadInput;
     } catch (const std::exception& e) {
       err << "lanes " << c.name << ": " << e.what() << "\n";
-      return kFailure;
+      return kExitFailure;
     }
   }
   err << "lanes: unknown command '" << name << "' (lanes --help lists them)\n";
-  return kBadInput;
+  return kExitBadInput;
 }
 
 }  // namespace lanes::testbed

@@ -34,8 +34,6 @@ CleanTarget target(const RunRegistry& reg, const std::string& id, std::string wh
   t.namespaces = list_netns(RunRegistry::netns_prefix(id));
   t.processes = run_processes(reg, id, t.namespaces);
   t.has_dir = reg.exists(id);
-  std::error_code ec;
-  t.has_pins = std::filesystem::exists(bpf_pin_dir(id), ec);
   return t;
 }
 

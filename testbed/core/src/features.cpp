@@ -16,6 +16,7 @@
 #include "lanes/core/log.hpp"
 #include "probe.skel.h"
 #include "lanes/core/netlink.hpp"
+#include "lanes/core/netns.hpp"
 
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/netem.h>
@@ -60,48 +61,34 @@ KernelFeatures probe_kernel_features() {
   KernelFeatures f;
   utsname u{};
   if (::uname(&u) == 0) f.kernel = u.release;
-  // An anonymous namespace on a worker thread: it disappears when the thread
-  // leaves it and its sockets close; nothing is bind-mounted.
-  std::thread worker([&] {
-    int original = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    if (original < 0) return;
-    if (::unshare(CLONE_NEWNET) != 0) {
-      log::warn("feature probe: cannot create a scratch namespace: {}", std::strerror(errno));
-      ::close(original);
-      return;
-    }
-    {
-      auto nlr = Netlink::open_here("feature-probe");
-      if (nlr) {
+  // an anonymous namespace: it disappears with its sockets; nothing is bind-mounted
+  auto probed = run_in_new_netns(
+      [&]() -> Status {
+        auto nlr = Netlink::open_here("feature-probe");
+        if (!nlr) return nlr.error();
         Netlink& nl = nlr.value();
         auto nk = nl.create_netkit("probe-nk", 0, "probe-nkp", 0, -1, "feature-probe");
         f.netkit = nk.ok();
         if (!nk) log::debug("feature probe: {}", nk.error().what());
         f.dummy = nl.create_dummy("probe-d", 0).ok();
         auto veth = nl.create_veth("probe0", 0, "probe1", 0, -1, "");
-        if (!veth) log::warn("feature probe: {}", veth.error().what());
-        if (veth) {
-          auto idx = nl.ifindex("probe0");
-          auto peer = nl.ifindex("probe1");
-          if (idx && peer && nl.set_link_up(peer.value(), true, "probe1")) {
-            f.tbf = nl.set_tbf(idx.value(), 100'000'000, "probe0").ok();
-            f.netem = try_netem(nl, peer.value());
-            f.nexthop_objects = nl.add_nexthop(1, idx.value(), "").ok();
-            f.resilient_groups =
-                f.nexthop_objects && nl.add_nexthop_group(2, {{1, 1}}, ResilientParams{}).ok();
-          }
+        if (!veth) return veth.error();
+        auto idx = nl.ifindex("probe0");
+        auto peer = nl.ifindex("probe1");
+        if (idx && peer && nl.set_link_up(peer.value(), true, "probe1")) {
+          f.tbf = nl.set_tbf(idx.value(), 100'000'000, "probe0").ok();
+          f.netem = try_netem(nl, peer.value());
+          f.nexthop_objects = nl.add_nexthop(1, idx.value(), "").ok();
+          f.resilient_groups = f.nexthop_objects && nl.add_nexthop_group(2, {{1, 1}}, ResilientParams{}).ok();
         }
-      }
-    }
-    if (::setns(original, CLONE_NEWNET) != 0)
-      log::error("feature probe: returning to the original namespace: {}", std::strerror(errno));
-    ::close(original);
-  });
-  worker.join();
+        return {};
+      },
+      "a scratch namespace for the feature probe");
+  if (!probed) log::warn("feature probe: {}", probed.error().what());
   if (!f.netkit) f.notes += "no netkit: job containers use veth pairs; ";
   if (!f.dummy) f.notes += "no dummy devices: task IPs live on the container's loopback; ";
   if (!f.netem) f.notes += "no netem: delay/loss emulation is unavailable (silent drops use nftables); ";
-  if (!f.resilient_groups) f.notes += "no resilient nexthop groups: switches fall back to hash-threshold ECMP; ";
+  if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
   {
     // libbpf's own messages go to the logging facade
     libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {

@@ -224,17 +224,6 @@ Status Netlink::create_netkit(const std::string& name, int index, const std::str
   return send_raw(msg.release(), what);
 }
 
-Status Netlink::create_link_of_kind(const std::string& name, const std::string& kind) {
-  NlPtr<rtnl_link, link_put> link(rtnl_link_alloc());
-  rtnl_link_set_name(link.get(), name.c_str());
-  if (int err = rtnl_link_set_type(link.get(), kind.c_str()); err < 0)
-    return nl_error(err, "creating " + kind + " link " + name + " in " + ns_);
-  int err = rtnl_link_add(sock_.get(), link.get(), NLM_F_CREATE | NLM_F_EXCL);
-  if (err < 0) return nl_error(err, "creating " + kind + " link " + name + " in " + ns_);
-  log::debug("{}: created {} link {}", ns_, kind, name);
-  return {};
-}
-
 Status Netlink::create_dummy(const std::string& name, int index) {
   NlPtr<rtnl_link, link_put> link(rtnl_link_alloc());
   rtnl_link_set_name(link.get(), name.c_str());
@@ -476,29 +465,6 @@ Status Netlink::delete_route(const Route& r) {
   if (!m) return m.error();
   log::debug("{}: delete route {}", ns_, r.dst);
   return send_raw(m.value().release(), "deleting route " + r.dst + " in " + ns_);
-}
-
-Result<std::vector<std::string>> Netlink::routes(int family) {
-  nl_cache* raw = nullptr;
-  if (int err = rtnl_route_alloc_cache(sock_.get(), family, 0, &raw); err < 0)
-    return nl_error(err, "listing routes in " + ns_);
-  NlPtr<nl_cache, cache_free> cache(raw);
-  std::vector<std::string> out;
-  for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o)) {
-    auto* r = reinterpret_cast<rtnl_route*>(o);
-    if (rtnl_route_get_table(r) != RT_TABLE_MAIN) continue;
-    char buf[128];
-    std::string line = nl_addr2str(rtnl_route_get_dst(r), buf, sizeof buf);
-    int n = rtnl_route_get_nnexthops(r);
-    for (int i = 0; i < n; ++i) {
-      rtnl_nexthop* nh = rtnl_route_nexthop_n(r, i);
-      if (nl_addr* gw = rtnl_route_nh_get_gateway(nh))
-        line += std::string(" via ") + nl_addr2str(gw, buf, sizeof buf);
-      line += " dev " + std::to_string(rtnl_route_nh_get_ifindex(nh));
-    }
-    out.push_back(line);
-  }
-  return out;
 }
 
 Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {

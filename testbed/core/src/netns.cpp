@@ -79,6 +79,28 @@ Status run_in_netns(int target_fd, const std::function<Status()>& fn, const std:
   return result;
 }
 
+Status run_in_new_netns(const std::function<Status()>& fn, const std::string& what) {
+  Status st;
+  // unshare() moves only the calling thread: do it on a worker thread that
+  // then returns to the original namespace
+  std::thread worker([&] {
+    Fd original(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+    if (!original) {
+      st = errno_error("opening the current namespace");
+      return;
+    }
+    if (::unshare(CLONE_NEWNET) != 0) {
+      st = errno_error("creating " + what);
+      return;
+    }
+    st = fn();
+    if (::setns(original.get(), CLONE_NEWNET) != 0)
+      log::error("returning from {}: {}", what, std::strerror(errno));
+  });
+  worker.join();
+  return st;
+}
+
 Status write_sysctl(const Sysctl& s) {
   std::string path = "/proc/sys/" + s.key;
   std::replace(path.begin() + 10, path.end(), '.', '/');
@@ -103,34 +125,18 @@ Result<Netns> Netns::create(const std::string& name, const std::vector<Sysctl>& 
     if (!mp) return errno_error("creating the mount point " + path);
   }
   Fd ns_fd;
-  Status st;
-  // unshare() moves only the calling thread: do it on a worker thread that
-  // then returns to the original namespace.
-  std::thread worker([&] {
-    Fd original(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-    if (!original) {
-      st = errno_error("opening the current namespace");
-      return;
-    }
-    if (::unshare(CLONE_NEWNET) != 0) {
-      st = errno_error("creating network namespace " + name);
-      return;
-    }
-    if (::mount("/proc/thread-self/ns/net", path.c_str(), "none", MS_BIND, nullptr) != 0) {
-      st = errno_error("bind-mounting network namespace " + name);
-    } else {
-      ns_fd.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-      if (!ns_fd) st = errno_error("opening network namespace " + name);
-      for (const auto& s : sysctls) {
-        if (!st) break;
-        if (auto r = write_sysctl(s); !r) st = os_error(r.error().code().value(),
-                                                        std::string(r.error().what()) + " in " + name);
-      }
-    }
-    if (::setns(original.get(), CLONE_NEWNET) != 0)
-      log::error("returning from namespace {}: {}", name, std::strerror(errno));
-  });
-  worker.join();
+  Status st = run_in_new_netns(
+      [&]() -> Status {
+        if (::mount("/proc/thread-self/ns/net", path.c_str(), "none", MS_BIND, nullptr) != 0)
+          return errno_error("bind-mounting network namespace " + name);
+        ns_fd.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+        if (!ns_fd) return errno_error("opening network namespace " + name);
+        for (const auto& s : sysctls)
+          if (auto r = write_sysctl(s); !r)
+            return os_error(r.error().code().value(), std::string(r.error().what()) + " in " + name);
+        return {};
+      },
+      "network namespace " + name);
   if (!st) {
     ::umount2(path.c_str(), MNT_DETACH);
     ::unlink(path.c_str());

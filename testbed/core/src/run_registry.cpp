@@ -27,7 +27,7 @@ nlohmann::json RunState::to_json() const {
   return {{"id", id},         {"topology_name", topology_name}, {"topology_file", topology_file},
           {"phase", phase},   {"owner", owner},                 {"held", held},
           {"created_unix", created_unix},
-          {"daemons", d},     {"extra", extra}};
+          {"daemons", d}};
 }
 
 RunState RunState::from_json(const nlohmann::json& j) {
@@ -42,7 +42,6 @@ RunState RunState::from_json(const nlohmann::json& j) {
   for (const auto& d : j.value("daemons", nlohmann::json::array()))
     s.daemons.push_back({d.value("name", ""), d.value("node", ""), d.value("pid", 0),
                          d.value("start_time", uint64_t{0}), d.value("log", "")});
-  s.extra = j.value("extra", nlohmann::json::object());
   return s;
 }
 

@@ -54,7 +54,6 @@ std::vector<Sysctl> node_sysctls(NodeKind kind) {
   return s;
 }
 
-std::string bpf_pin_dir(const std::string& run_id) { return "/sys/fs/bpf/lanes-" + run_id; }
 
 struct Testbed::Impl {
   Topology topo;
@@ -246,12 +245,6 @@ TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonR
       rep.errors.push_back(st.error().what());
     else
       ++rep.namespaces;
-  }
-  std::error_code ec;
-  std::string pins = bpf_pin_dir(run_id);
-  if (std::filesystem::exists(pins, ec)) {
-    rep.bpf_pins = static_cast<int>(std::filesystem::remove_all(pins, ec));
-    if (ec) rep.errors.push_back("removing " + pins + ": " + ec.message());
   }
   return rep;
 }

@@ -22,7 +22,6 @@ struct CleanTarget {
   std::vector<std::string> namespaces;  // lanes-<id>-*
   std::vector<pid_t> processes;         // its supervisor and what runs in its namespaces
   bool has_dir = false;                 // its directory in this state dir
-  bool has_pins = false;                // its BPF pin directory
 };
 
 struct CleanPlan {
@@ -46,7 +45,7 @@ struct RemoveResult {
 };
 
 // Takes run ID down: locks it (refused while a lanes process holds it), its
-// supervisor, processes, namespaces, BPF pins, directory and owner record.
+// supervisor, processes, namespaces, directory and owner record.
 RemoveResult remove_run(const RunRegistry& reg, const std::string& id);
 
 }  // namespace lanes::testbed

@@ -144,9 +144,6 @@ class Netlink {
                        int peer_ns_fd, const std::string& peer_ns);
   // Creates a dummy device (e.g. for a task IP).
   Status create_dummy(const std::string& name, int index = 0);
-  // Creates a link of KIND with no extra attributes; EOPNOTSUPP/ENOENT
-  // style errors tell that the kernel lacks the kind (feature probes).
-  Status create_link_of_kind(const std::string& name, const std::string& kind);
   Status delete_link(const std::string& name);
   Status set_link_up(int index, bool up, const std::string& name);
   Result<int> ifindex(const std::string& name);
@@ -160,7 +157,6 @@ class Netlink {
   Status add_route(const Route& r);
   Status add_rule(const Rule& r);
   Status delete_route(const Route& r);
-  Result<std::vector<std::string>> routes(int family);  // "dst via gw dev ifindex" lines
   Result<std::vector<RouteEntry>> route_entries(int family);
 
   Status add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace = false,

@@ -75,6 +75,11 @@ class NetnsGuard {
 // its status. The main thread's namespace never changes.
 Status run_in_netns(int target_fd, const std::function<Status()>& fn, const std::string& what);
 
+// Runs FN on a short-lived thread inside a new, anonymous namespace
+// (unshare): it is gone once FN returns, unless FN bind-mounts it or keeps
+// an fd or socket of it. The main thread's namespace never changes.
+Status run_in_new_netns(const std::function<Status()>& fn, const std::string& what);
+
 // Writes a sysctl of the calling thread's network namespace.
 Status write_sysctl(const Sysctl& s);
 

@@ -46,7 +46,6 @@ struct RunState {
   bool held = false;
   int64_t created_unix = 0;
   std::vector<DaemonRecord> daemons;
-  nlohmann::json extra = nlohmann::json::object();  // modules' own state
 
   nlohmann::json to_json() const;
   static RunState from_json(const nlohmann::json& j);

@@ -53,7 +53,6 @@ class Testbed {
 struct TeardownReport {
   int namespaces = 0;
   int processes = 0;
-  int bpf_pins = 0;
   std::vector<std::string> errors;
 };
 
@@ -61,13 +60,11 @@ struct TeardownReport {
 // in DAEMONS, or any found in /proc, only if its command line names RUN_ID
 // and STATE_DIR; "" = the run has none yet), every process inside its
 // namespaces (they are the run's), its namespaces (and so every link,
-// address, route, qdisc and BPF attachment in them) and its pinned BPF
-// objects. Processes are stopped by pid and start time. Leaves the run
+// address, route, qdisc and BPF attachment in them; lanes pins no BPF
+// object). Processes are stopped by pid and start time. Leaves the run
 // directory alone. The caller has proven the run is dead or its own.
 TeardownReport teardown_run(const std::string& run_id, const std::vector<DaemonRecord>& daemons,
                             const std::string& state_dir);
 
-// Where lanes pins BPF objects of a run, if it pins any.
-std::string bpf_pin_dir(const std::string& run_id);
 
 }  // namespace lanes::testbed
