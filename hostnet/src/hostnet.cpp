@@ -54,33 +54,34 @@ EgressMode effective_mode(EgressMode wanted, const KernelFeatures& f, std::strin
   return wanted;
 }
 
-nlohmann::json host_agent_config(const Topology& t, int host, const std::string& run_id, EgressMode mode) {
+HostAgentConfig host_agent_config(const Topology& t, int host, const std::string& run_id, EgressMode mode) {
   const Node& h = t.nodes.at(static_cast<size_t>(host));
-  nlohmann::json nics = nlohmann::json::array();
+  HostAgentConfig c;
+  c.host = h.name;
+  c.mode = to_string(mode);
+  c.container_netns = job_netns(run_id, h.name);
+  c.task4 = h.job->task_ip4.to_string();
+  c.task6 = h.job->task_ip6.to_string();
   for (const auto& nic : h.nics) {
     const Link& l = t.links[nic.link];
-    nics.push_back({{"index", nic.index},
-                    {"ifname", l.b.ifname},
-                    {"jnic", host_side_ifname(nic.index)},
-                    {"eth", container_ifname(nic.index)},
-                    {"numa", nic.numa},
-                    {"rate_bps", nic.rate_bps},
-                    {"gw4", l.a.addr4.addr.to_string()},
-                    {"gw6", l.a.addr6.addr.to_string()},
-                    {"job4", nic.job_addr4.addr.to_string()},
-                    {"job6", nic.job_addr6.addr.to_string()},
-                    {"host_side4", nic.host_side4.addr.to_string()},
-                    {"host_side6", nic.host_side6.addr.to_string()},
-                    {"cont_side4", nic.cont_side4.addr.to_string()},
-                    {"cont_side6", nic.cont_side6.addr.to_string()},
-                    {"table", kTableBase + static_cast<uint32_t>(nic.index)}});
+    HostAgentConfig::Nic n;
+    n.index = nic.index;
+    n.ifname = l.b.ifname;
+    n.jnic = host_side_ifname(nic.index);
+    n.eth = container_ifname(nic.index);
+    n.numa = nic.numa;
+    n.gw4 = l.a.addr4.addr.to_string();
+    n.gw6 = l.a.addr6.addr.to_string();
+    n.job4 = nic.job_addr4.addr.to_string();
+    n.job6 = nic.job_addr6.addr.to_string();
+    n.host_side4 = nic.host_side4.addr.to_string();
+    n.host_side6 = nic.host_side6.addr.to_string();
+    n.cont_side4 = nic.cont_side4.addr.to_string();
+    n.cont_side6 = nic.cont_side6.addr.to_string();
+    n.table = kTableBase + static_cast<uint32_t>(nic.index);
+    c.nics.push_back(std::move(n));
   }
-  return {{"host", h.name},
-          {"mode", to_string(mode)},
-          {"container_netns", job_netns(run_id, h.name)},
-          {"task4", h.job->task_ip4.to_string()},
-          {"task6", h.job->task_ip6.to_string()},
-          {"nics", nics}};
+  return c;
 }
 
 std::vector<ContainerNeighbor> container_neighbors(const Topology& t, int host, int nic) {
@@ -239,18 +240,22 @@ Status deploy_host(DeployContext& ctx, int host) {
   }
 
   // the host agent: NIC carrier, and the BPF datapath in the bpf modes
-  std::string dir = ctx.reg.dir(ctx.run_id) + "/hosts/" + h.name;
+  RunLayout run = ctx.reg.layout(ctx.run_id);
+  auto files = host_agent_files(run, h.name);
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::string cfg_path = dir + "/host-agent.json", state_path = dir + "/host-agent-state.json";
+  std::filesystem::create_directories(run.node_dir("hosts", h.name), ec);
   {
-    std::ofstream o(cfg_path, std::ios::trunc);
-    o << host_agent_config(t, host, ctx.run_id, mode).dump(2) << "\n";
-    if (!o) return errno_error("writing " + cfg_path);
+    std::ofstream o(files.config, std::ios::trunc);
+    o << host_agent_config(t, host, ctx.run_id, mode).to_json().dump(2) << "\n";
+    if (!o) return errno_error("writing " + files.config);
   }
-  ctx.daemons.push_back({h.name, "host-agent",
-                         {ctx.bin_dir + "/lanes-host-agent", "--config", cfg_path, "--state", state_path},
-                         tb.netns_name(host), state_path});
+  DaemonRequest agent;
+  agent.node = h.name;
+  agent.name = "host-agent";
+  agent.argv = {ctx.bin_dir + "/lanes-host-agent", "--config", files.config, "--state", files.state};
+  agent.netns = tb.netns_name(host);
+  agent.ready_file = files.state;
+  ctx.daemons.push_back(std::move(agent));
   log::debug("{}: job container {} with {} {} links, egress {}", h.name, cname, h.nics.size(),
              ctx.features.netkit ? "netkit" : "veth", to_string(mode));
   return {};

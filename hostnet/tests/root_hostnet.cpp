@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bgp_support.hpp"
-#include "lanes/hostnet/hostnet.hpp"
 #include "lanes/core/features.hpp"
+#include "lanes/hostnet/hostnet.hpp"
 
 using namespace lanes::testbed;
 using lanes::hostnet::job_netns;

@@ -4,9 +4,9 @@
 #include <map>
 #include <set>
 
-#include "lanes/hostnet/hostnet.hpp"
 #include "lanes/core/neighbors.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/hostnet/hostnet.hpp"
 
 using namespace lanes::testbed;
 
@@ -75,4 +75,20 @@ TEST_CASE("the links between a host and its job container have permanent neighbo
     CHECK_FALSE(macs.count(link_mac(k, 0)));
     CHECK_FALSE(macs.count(link_mac(k, 1)));
   }
+}
+
+TEST_CASE("the host agent's config is written and read back as the same struct", "[unit]") {
+  auto t = load_topology(topology("two-racks.xml"));
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    if (t.nodes[i].kind != NodeKind::host || !t.nodes[i].job) continue;
+    auto c = lanes::hostnet::host_agent_config(t, static_cast<int>(i), "ab12", EgressMode::bpf);
+    REQUIRE(c.nics.size() == t.nodes[i].nics.size());
+    CHECK(c.container_netns == "lanes-ab12-" + t.nodes[i].name + ".job");
+    CHECK(c.mode == "bpf");
+    CHECK(lanes::hostnet::HostAgentConfig::from_json(nlohmann::json::parse(c.to_json().dump())) == c);
+  }
+  lanes::testbed::RunLayout run("/run/lanes/ab12");
+  auto f = lanes::hostnet::host_agent_files(run, "h1");
+  CHECK(f.config == "/run/lanes/ab12/hosts/h1/host-agent.json");
+  CHECK(f.state == "/run/lanes/ab12/hosts/h1/host-agent-state.json");
 }

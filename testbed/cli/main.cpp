@@ -1,9 +1,9 @@
 #include <iostream>
 
-#include "lanes/hostnet/hostnet.hpp"
-#include "lanes/cli/scenario_commands.hpp"
 #include "lanes/cli/cli.hpp"
+#include "lanes/cli/scenario_commands.hpp"
 #include "lanes/core/deploy.hpp"
+#include "lanes/hostnet/hostnet.hpp"
 #include "lanes/switch/switches.hpp"
 #include "lanes/vip/deploy.hpp"
 

@@ -17,8 +17,8 @@
 
 #include "lanes/core/netns.hpp"
 #include "lanes/core/process.hpp"
-#include "lanes/core/testbed.hpp"
 #include "lanes/core/run_registry.hpp"
+#include "lanes/core/testbed.hpp"
 #include "root_snapshot.hpp"
 #include "support.hpp"
 

@@ -6,13 +6,13 @@
 #include <optional>
 #include <string>
 
+#include "lanes/core/deploy.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/run_registry.hpp"
-#include "lanes/core/deploy.hpp"
 #include "lanes/core/supervisor.hpp"
-#include "lanes/switch/switches.hpp"
 #include "lanes/core/testbed.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/switch/switches.hpp"
 #include "support.hpp"
 
 namespace lanes::test {

@@ -3,10 +3,10 @@
 #include <fstream>
 #include <map>
 
+#include "fake_fib.hpp"
+#include "lanes/core/topology_loader.hpp"
 #include "lanes/switch/fib_agent.hpp"
 #include "lanes/switch/switch_config.hpp"
-#include "lanes/core/topology_loader.hpp"
-#include "fake_fib.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;

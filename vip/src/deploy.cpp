@@ -3,62 +3,87 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lanes/core/result.hpp"
+
 namespace lanes::vip {
 
 using namespace lanes::testbed;
 
-nlohmann::json injector_config(const Topology& t, int host) {
+InjectorFiles injector_files(const RunLayout& run, const std::string& host) {
+  std::string dir = run.node_dir("hosts", host);
+  return {dir + "/injector.json", dir + "/injector-state.json"};
+}
+
+SpeakerConfig injector_config(const Topology& t, int host) {
   const Node& h = t.nodes.at(static_cast<size_t>(host));
   const Rack& rack = t.racks.at(static_cast<size_t>(h.rack));
   const Node& sw = t.nodes.at(static_cast<size_t>(rack.switch_node));
-  bool add_path = h.job->vip == VipMode::add_path;
-  nlohmann::json nics = nlohmann::json::array(), sessions = nlohmann::json::array();
+  SpeakerConfig c;
+  c.host = h.name;
+  c.add_path = h.job->vip == VipMode::add_path;
+  c.task4 = h.job->task_ip4.to_string();
+  c.task6 = h.job->task_ip6.to_string();
+  c.local_as = h.asn;
+  c.peer_as = sw.asn;
+  c.hold_time = rack.sw.hold_time_s;
   std::vector<int> all;
   for (const auto& nic : h.nics) {
-    nics.push_back({{"index", nic.index},
-                    {"eth", "eth" + std::to_string(nic.index)},
-                    {"nh4", nic.job_addr4.addr.to_string()},
-                    {"nh6", nic.job_addr6.addr.to_string()}});
+    c.nics.push_back({nic.index, "eth" + std::to_string(nic.index), nic.job_addr4.addr.to_string(),
+                      nic.job_addr6.addr.to_string()});
     all.push_back(nic.index);
-    if (!add_path)
-      sessions.push_back({{"local", nic.job_addr4.addr.to_string()},
-                          {"peer", t.links[nic.link].a.addr4.addr.to_string()},
-                          {"nics", {nic.index}}});
+    if (!c.add_path)
+      c.sessions.push_back({nic.job_addr4.addr.to_string(), t.links[nic.link].a.addr4.addr.to_string(), {nic.index}});
   }
-  if (add_path)
-    sessions.push_back({{"local", h.nics[0].job_addr4.addr.to_string()},
-                        {"peer", t.links[h.nics[0].link].a.addr4.addr.to_string()},
-                        {"nics", all}});
-  return {{"host", h.name},
-          {"mode", to_string(h.job->vip)},
-          {"task4", h.job->task_ip4.to_string()},
-          {"task6", h.job->task_ip6.to_string()},
-          {"local_as", h.asn},
-          {"peer_as", sw.asn},
-          {"hold_time", rack.sw.hold_time_s},
-          {"nics", nics},
-          {"sessions", sessions}};
+  if (c.add_path)
+    c.sessions.push_back(
+        {h.nics[0].job_addr4.addr.to_string(), t.links[h.nics[0].link].a.addr4.addr.to_string(), all});
+  return c;
 }
+
+namespace {
+Status write_config(const std::string& path, const SpeakerConfig& c) {
+  std::ofstream o(path, std::ios::trunc);
+  o << c.to_json().dump(2) << "\n";
+  if (!o) return errno_error("writing " + path);
+  return {};
+}
+}  // namespace
 
 Status deploy_injectors(DeployContext& ctx) {
   const Topology& t = ctx.tb.topology();
+  RunLayout run = ctx.reg.layout(ctx.run_id);
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node& h = t.nodes[i];
     if (h.kind != NodeKind::host || !h.job) continue;
-    std::string dir = ctx.reg.dir(ctx.run_id) + "/hosts/" + h.name;
+    auto f = injector_files(run, h.name);
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    std::string cfg = dir + "/injector.json", state = dir + "/injector-state.json";
-    {
-      std::ofstream o(cfg, std::ios::trunc);
-      o << injector_config(t, static_cast<int>(i)).dump(2) << "\n";
-      if (!o) return errno_error("writing " + cfg);
-    }
-    ctx.daemons.push_back({h.name, "vip-injector",
-                           {ctx.bin_dir + "/lanes-vip-injector", "--config", cfg, "--state", state},
-                           RunRegistry::netns_name(ctx.run_id, h.name + ".job"), state});
+    std::filesystem::create_directories(run.node_dir("hosts", h.name), ec);
+    if (auto st = write_config(f.config, injector_config(t, static_cast<int>(i))); !st) return st;
+    DaemonRequest d;
+    d.node = h.name;
+    d.name = "vip-injector";
+    d.argv = {ctx.bin_dir + "/lanes-vip-injector", "--config", f.config, "--state", f.state};
+    d.netns = RunRegistry::netns_name(ctx.run_id, h.name + ".job");
+    d.ready_file = f.state;
+    ctx.daemons.push_back(std::move(d));
   }
   return {};
+}
+
+Status claim_task_ips(const RunLayout& run, const std::string& host, const std::string& task4,
+                      const std::string& task6) {
+  auto f = injector_files(run, host);
+  SpeakerConfig c;
+  try {
+    std::ifstream in(f.config);
+    if (!in) return errno_error("reading " + f.config);
+    c = SpeakerConfig::from_json(nlohmann::json::parse(in));
+  } catch (const std::exception& e) {
+    return os_error(EINVAL, f.config + ": " + e.what());
+  }
+  c.task4 = task4;
+  c.task6 = task6;
+  return write_config(f.config, c);
 }
 
 }  // namespace lanes::vip

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   std::filesystem::remove(path);
   auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
   std::string dir = run.registry().dir(run.id());
-  std::ofstream(dir + "/injector.json") << lanes::vip::injector_config(run.topo(), run.node("h1")).dump(2);
+  std::ofstream(dir + "/injector.json") << lanes::vip::injector_config(run.topo(), run.node("h1")).to_json().dump(2);
   std::string log = dir + "/injector.log";
   ProcessSpec spec{"injector", {std::filesystem::path(lanes::test::lanes_bin()).parent_path().string() +
                                     "/lanes-vip-injector", "--config", dir + "/injector.json", "--state",

@@ -42,7 +42,7 @@ struct Injected {
   }
   void start() {
     std::string dir = run.registry().dir(run.id());
-    std::ofstream(dir + "/injector.json") << lanes::vip::injector_config(run.topo(), run.node("h1")).dump(2);
+    std::ofstream(dir + "/injector.json") << lanes::vip::injector_config(run.topo(), run.node("h1")).to_json().dump(2);
     state = dir + "/injector-state.json";
     ProcessSpec spec{"injector", {std::filesystem::path(lanes::test::lanes_bin()).parent_path().string() +
                                       "/lanes-vip-injector", "--config", dir + "/injector.json", "--state", state}};
@@ -117,9 +117,9 @@ TEST_CASE("injector refuses a task IP that is not on its container", "[root]") {
   lanes::test::require_root();
   Injected t("per-nic");
   auto cfg = lanes::vip::injector_config(t.run.topo(), t.run.node("h1"));
-  cfg["task4"] = "198.19.0.99";  // another job's
+  cfg.task4 = "198.19.0.99";  // another job's
   std::string dir = t.run.registry().dir(t.run.id());
-  std::ofstream(dir + "/bad.json") << cfg.dump();
+  std::ofstream(dir + "/bad.json") << cfg.to_json().dump();
   ProcessSpec spec{"injector", {std::filesystem::path(lanes::test::lanes_bin()).parent_path().string() +
                                     "/lanes-vip-injector", "--config", dir + "/bad.json", "--state", dir + "/bad-state.json"}};
   spec.netns_fd = t.job->fd();

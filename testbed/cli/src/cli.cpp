@@ -17,23 +17,25 @@
 #include <sstream>
 #include <thread>
 
+#include "lanes/cli/graph.hpp"
 #include "lanes/core/cleanup.hpp"
-#include "lanes/switch/convergence.hpp"
 #include "lanes/core/deploy.hpp"
 #include "lanes/core/features.hpp"
-#include "lanes/cli/graph.hpp"
 #include "lanes/core/input_file.hpp"
 #include "lanes/core/interrupt.hpp"
 #include "lanes/core/limits.hpp"
 #include "lanes/core/live_run.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/process.hpp"
-#include "lanes/switch/switch_config.hpp"
 #include "lanes/core/supervisor.hpp"
-#include "lanes/switch/switches.hpp"
 #include "lanes/core/testbed.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/core/version.hpp"
+#include "lanes/hostnet/host_agent.hpp"
+#include "lanes/switch/convergence.hpp"
+#include "lanes/switch/switch_config.hpp"
+#include "lanes/switch/switches.hpp"
+#include "lanes/vip/deploy.hpp"
 
 namespace po = boost::program_options;
 
@@ -402,14 +404,14 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id, co
     if (n.kind == NodeKind::host) {
       // the host agent's view: NIC state, counters, BPF flows per NIC
       try {
-        std::ifstream in(reg.dir(id) + "/hosts/" + n.name + "/host-agent-state.json");
+        std::ifstream in(hostnet::host_agent_files(reg.layout(id), n.name).state);
         if (in) {
           auto st = nlohmann::json::parse(in);
           st.erase("flows");
           st["container_netns"] = RunRegistry::netns_name(id, n.name + ".job");
           extra["hostnet"] = std::move(st);
         }
-        std::ifstream inj(reg.dir(id) + "/hosts/" + n.name + "/injector-state.json");
+        std::ifstream inj(vip::injector_files(reg.layout(id), n.name).state);
         if (inj) extra["injector"] = nlohmann::json::parse(inj);
       } catch (const std::exception&) {
       }
@@ -468,12 +470,12 @@ nlohmann::json run_fleet_json(const RunRegistry& reg, const std::string& id, con
       ++hosts;
       nics += n.nics.size();
       try {
-        std::ifstream in(reg.dir(id) + "/hosts/" + n.name + "/host-agent-state.json");
+        std::ifstream in(hostnet::host_agent_files(reg.layout(id), n.name).state);
         if (in) {
           ++reporting;
           for (const auto& x : nlohmann::json::parse(in).value("nics", nlohmann::json::array())) nics_up += x.value("up", false);
         }
-        std::ifstream inj(reg.dir(id) + "/hosts/" + n.name + "/injector-state.json");
+        std::ifstream inj(vip::injector_files(reg.layout(id), n.name).state);
         if (inj)
           for (const auto& s : nlohmann::json::parse(inj).value("sessions", nlohmann::json::array())) {
             ++sessions;
@@ -539,7 +541,7 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
   }
   std::optional<Topology> topo;
   try {
-    topo = load_topology_text(read_file(reg.dir(run) + "/topology.xml"), reg.dir(run) + "/topology.xml");
+    topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology());
   } catch (const std::exception& e) {
     err << "lanes status: cannot read run " << run << "'s topology: " << e.what() << "\n";
     return kExitFailure;

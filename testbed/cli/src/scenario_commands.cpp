@@ -10,9 +10,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "lanes/reports/writers.hpp"
-#include "lanes/scenarios/runner.hpp"
-#include "lanes/scenarios/scenario.hpp"
 #include "lanes/cli/cli.hpp"
 #include "lanes/core/features.hpp"
 #include "lanes/core/interrupt.hpp"
@@ -20,6 +17,9 @@
 #include "lanes/core/run_registry.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/core/version.hpp"
+#include "lanes/reports/writers.hpp"
+#include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/scenario.hpp"
 
 namespace lanes::scenarios {
 

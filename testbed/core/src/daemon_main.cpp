@@ -9,13 +9,6 @@
 #include "lanes/core/log.hpp"
 
 namespace lanes::testbed {
-namespace {
-std::atomic<bool> g_stop{false};
-extern "C" void on_stop_signal(int) { g_stop = true; }
-}  // namespace
-
-const std::atomic<bool>& stop_requested() { return g_stop; }
-
 std::optional<int> daemon_start(int argc, char** argv, const char* name, const char* what, DaemonStart& out) {
   std::string usage = std::string("usage: ") + name + " --config FILE --state FILE [--log-level debug|info|warn|error]";
   for (int i = 1; i < argc; ++i) {
@@ -51,11 +44,7 @@ std::optional<int> daemon_start(int argc, char** argv, const char* name, const c
     std::cerr << name << ": " << out.config_path << ": " << e.what() << "\n";
     return 2;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGPIPE, SIG_IGN);  // SIGTERM and SIGINT stop the daemon's EventLoop
   return std::nullopt;
 }
 

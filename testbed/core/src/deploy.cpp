@@ -25,7 +25,7 @@ Status run_deployers(DeployContext& ctx) {
 }
 
 std::string daemon_requests_path(const RunRegistry& reg, const std::string& run_id) {
-  return reg.dir(run_id) + "/daemons.json";
+  return reg.layout(run_id).daemons();
 }
 
 Status write_daemon_requests(const RunRegistry& reg, const std::string& run_id, const std::vector<DaemonRequest>& d) {

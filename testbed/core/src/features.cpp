@@ -14,9 +14,9 @@
 #include <bpf/libbpf.h>
 
 #include "lanes/core/log.hpp"
-#include "probe.skel.h"
 #include "lanes/core/netlink.hpp"
 #include "lanes/core/netns.hpp"
+#include "probe.skel.h"
 
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/netem.h>

@@ -53,7 +53,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
   state.held = opt.held;
   state.created_unix = static_cast<int64_t>(std::time(nullptr));
   {
-    std::ofstream copy(reg.dir(id) + "/topology.xml", std::ios::binary);
+    std::ofstream copy(reg.layout(id).topology(), std::ios::binary);
     copy << opt.topology_xml;
   }
   if (auto st = reg.save(state); !st) {

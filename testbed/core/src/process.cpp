@@ -34,12 +34,12 @@ struct ChildSetup : bp::extend::handler {
   template <typename Exec>
   void on_exec_setup(Exec& exec) const {
     if (new_session) ::setsid();
-    if (hold_sigusr1) {  // the mask survives exec
-      sigset_t s;
-      sigemptyset(&s);
-      sigaddset(&s, SIGUSR1);
-      ::sigprocmask(SIG_BLOCK, &s, nullptr);
-    }
+    // the mask survives exec: a child starts with none of what its parent
+    // blocked for its own loop, and SIGUSR1 held if asked
+    sigset_t s;
+    sigemptyset(&s);
+    if (hold_sigusr1) sigaddset(&s, SIGUSR1);
+    ::sigprocmask(SIG_SETMASK, &s, nullptr);
     if (die_with) {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != die_with) ::_exit(127);  // the parent died before the flag was set

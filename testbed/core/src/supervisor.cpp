@@ -15,6 +15,7 @@
 
 #include "lanes/core/daemon_main.hpp"
 #include "lanes/core/deploy.hpp"
+#include "lanes/core/event_loop.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/netns.hpp"
 #include "lanes/core/process.hpp"
@@ -28,9 +29,6 @@ int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
-
-std::atomic<bool> g_stop{false};
-extern "C" void on_stop(int) { g_stop = true; }
 
 // Notices when the run's owner is gone and whether that leaves the run dead.
 class OwnerWatch {
@@ -74,11 +72,9 @@ struct Managed {
   DaemonRequest req;
   ProcessSpec spec;
   Daemon daemon;
-  Fd exit_fd;  // the daemon's pidfd: readable once it has exited
   int restarts = 0;
   int64_t started_ms = 0;
-  Clock::time_point restart_at{};
-  bool waiting = false;  // exited, restart due at restart_at
+  bool waiting = false;  // exited, its restart is due
 };
 
 bool file_says_ready(const std::string& path) {
@@ -123,7 +119,7 @@ class Supervisor {
 
  private:
   // a run whose directory is gone is over, whoever failed to stop us
-  bool stopping() { return g_stop || watch_.run_dead() || !reg_.exists(id_); }
+  bool stopping() { return loop_.stopped() || watch_.run_dead() || !reg_.exists(id_); }
 
   Status prepare() {
     // a pidfd per daemon: a fleet has thousands
@@ -131,10 +127,7 @@ class Supervisor {
       rl.rlim_cur = rl.rlim_max;
       ::setrlimit(RLIMIT_NOFILE, &rl);
     }
-    struct sigaction sa {};
-    sa.sa_handler = on_stop;
-    ::sigaction(SIGTERM, &sa, nullptr);
-    ::sigaction(SIGINT, &sa, nullptr);
+    if (auto st = loop_.stop_on_signals(); !st) return st;
     ::signal(SIGHUP, SIG_IGN);
     for (auto& r : read_daemon_requests(reg_, id_)) {
       if (!ns_.count(r.netns)) {
@@ -147,7 +140,7 @@ class Supervisor {
       m.spec.netns_fd = ns_.at(r.netns).fd();
       m.spec.env = r.env;
       m.spec.die_with_parent = true;  // a killed supervisor leaves no daemon behind
-      m.spec.log_path = r.log.empty() ? reg_.dir(id_) + "/logs/" + r.node + "-" + r.name + ".log" : r.log;
+      m.spec.log_path = r.log.empty() ? reg_.layout(id_).daemon_log(r.node, r.name) : r.log;
       m.req = std::move(r);
       managed_.push_back(std::move(m));
     }
@@ -198,7 +191,7 @@ class Supervisor {
         if (stopping()) return os_error(ECANCELED, "stopped before the daemons were ready");
         if (Clock::now() > deadline)
           return os_error(ETIMEDOUT, fmt::format("{} was not ready within 20 s; see {}", m.spec.name, m.spec.log_path));
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        loop_.run_once(std::chrono::milliseconds(20));  // a stop signal is read meanwhile
       }
       ++ready_;
     }
@@ -230,67 +223,55 @@ class Supervisor {
   }
 
   // Keeps them alive: a daemon that exits is recorded and restarted with
-  // backoff. Sleeps until a daemon or the owner exits (their pidfds) or a
-  // restart is due: nothing is polled.
+  // backoff. The loop sleeps until a daemon or the owner exits (their
+  // pidfds) or a restart is due: nothing is polled but the run directory,
+  // once a second.
   void keep_alive() {
-    Fd ep(::epoll_create1(EPOLL_CLOEXEC));
-    auto watch_exit = [&](size_t i) {
-      managed_[i].exit_fd = Fd(static_cast<int>(::syscall(SYS_pidfd_open, managed_[i].daemon.pid(), 0)));
-      epoll_event e{};
-      e.events = EPOLLIN;
-      e.data.u64 = i;
-      if (managed_[i].exit_fd) ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, managed_[i].exit_fd.get(), &e);
-    };
     for (size_t i = 0; i < managed_.size(); ++i) watch_exit(i);
-    if (watch_.fd() >= 0) {
-      epoll_event e{};
-      e.events = EPOLLIN;
-      e.data.u64 = managed_.size();
-      ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, watch_.fd(), &e);
+    if (watch_.fd() >= 0)
+      (void)loop_.watch(watch_.fd(), EPOLLIN, [this, fd = watch_.fd()](uint32_t) {
+        loop_.unwatch(fd);  // gone: dead, or left up on purpose (then the run is ours)
+        if (watch_.run_dead()) loop_.stop();
+      });
+    loop_.run([this]() -> std::optional<EventLoop::Clock::time_point> {
+      if (stopping()) loop_.stop();
+      return EventLoop::Clock::now() + std::chrono::seconds(1);
+    });
+  }
+
+  void watch_exit(size_t i) {
+    auto st = loop_.on_exit(managed_[i].daemon.pid(), [this, i] { exited(i); });
+    if (!st) log::warn("supervisor: {}: {}", managed_[i].spec.name, st.error().what());
+  }
+
+  void exited(size_t i) {
+    auto& m = managed_[i];
+    int status = m.daemon.exit_status().value_or(-1);
+    append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "exited"}, {"status", status}});
+    log::warn("supervisor: {} exited with status {}; restarting", m.spec.name, status);
+    // quick first restart, slower if it keeps failing
+    m.waiting = true;
+    loop_.at(Clock::now() + std::chrono::milliseconds(std::min(5000, 100 << std::min(m.restarts, 6))),
+             [this, i] { restart(i); });
+    publish();
+  }
+
+  void restart(size_t i) {
+    auto& m = managed_[i];
+    auto d = Daemon::start(m.spec);
+    if (!d) {
+      log::error("supervisor: restarting {}: {}", m.spec.name, d.error().what());
+      loop_.at(Clock::now() + std::chrono::seconds(2), [this, i] { restart(i); });
+      return;
     }
-    while (!stopping()) {
-      bool changed = false;
-      for (size_t i = 0; i < managed_.size(); ++i) {
-        auto& m = managed_[i];
-        if (m.waiting) {
-          if (Clock::now() < m.restart_at) continue;
-          m.waiting = false;
-          auto d = Daemon::start(m.spec);
-          if (!d) {
-            log::error("supervisor: restarting {}: {}", m.spec.name, d.error().what());
-            m.waiting = true;
-            m.restart_at = Clock::now() + std::chrono::seconds(2);
-            continue;
-          }
-          m.daemon = std::move(d).value();
-          watch_exit(i);
-          ++m.restarts;
-          append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "restarted"}, {"pid", m.daemon.pid()},
-                        {"restarts", m.restarts}});
-          log::info("supervisor: restarted {} (pid {})", m.spec.name, m.daemon.pid());
-          changed = true;
-          continue;
-        }
-        if (!m.daemon.running()) {
-          int status = m.daemon.exit_status().value_or(-1);
-          append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "exited"}, {"status", status}});
-          log::warn("supervisor: {} exited with status {}; restarting", m.spec.name, status);
-          // quick first restart, slower if it keeps failing
-          auto backoff = std::chrono::milliseconds(std::min(5000, 100 << std::min(m.restarts, 6)));
-          m.waiting = true;
-          m.restart_at = Clock::now() + backoff;
-          m.exit_fd = Fd();  // out of the epoll set with it
-          changed = true;
-        }
-      }
-      if (changed) publish();
-      auto wake = Clock::now() + std::chrono::seconds(1);
-      for (const auto& m : managed_)
-        if (m.waiting) wake = std::min(wake, m.restart_at);
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
-      epoll_event evs[16];
-      (void)::epoll_wait(ep.get(), evs, 16, static_cast<int>(std::max<int64_t>(ms, 0)));
-    }
+    m.waiting = false;
+    m.daemon = std::move(d).value();
+    watch_exit(i);
+    ++m.restarts;
+    append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "restarted"}, {"pid", m.daemon.pid()},
+                  {"restarts", m.restarts}});
+    log::info("supervisor: restarted {} (pid {})", m.spec.name, m.daemon.pid());
+    publish();
   }
 
   // Last wave first (they leave the kernel as it is; injectors withdraw
@@ -341,6 +322,7 @@ class Supervisor {
 
   const RunRegistry& reg_;
   std::string id_;
+  EventLoop loop_;
   OwnerWatch watch_;
   nlohmann::json sup_;
   std::map<std::string, Netns> ns_;
@@ -352,11 +334,9 @@ class Supervisor {
 }  // namespace
 
 std::string supervisor_state_path(const RunRegistry& reg, const std::string& run_id) {
-  return reg.dir(run_id) + "/supervisor.json";
+  return reg.layout(run_id).supervisor();
 }
-std::string events_path(const RunRegistry& reg, const std::string& run_id) {
-  return reg.dir(run_id) + "/events.jsonl";
-}
+std::string events_path(const RunRegistry& reg, const std::string& run_id) { return reg.layout(run_id).events(); }
 
 std::vector<nlohmann::json> read_events(const RunRegistry& reg, const std::string& run_id) {
   std::vector<nlohmann::json> out;
@@ -377,7 +357,7 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
 
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
                                       std::chrono::seconds timeout, const std::string& lanes_bin) {
-  std::string log_path = reg.dir(run_id) + "/logs/supervisor.log";
+  std::string log_path = reg.layout(run_id).logs() + "/supervisor.log";
   ProcessSpec spec{"lanes supervisor",
                    {lanes_bin.empty() ? self_dir() + "/lanes" : lanes_bin, "supervise", run_id, "--state-dir",
                     reg.base(), "--owner", fmt::format("{}:{}", ::getpid(), process_start_time(::getpid()))}};

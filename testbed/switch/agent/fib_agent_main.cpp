@@ -13,6 +13,7 @@
 #include <set>
 
 #include "lanes/core/daemon_main.hpp"
+#include "lanes/core/event_loop.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/switch/fib_agent.hpp"
 #include "lanes/switch/gobgp_client.hpp"
@@ -37,7 +38,6 @@ int main(int argc, char** argv) {
     std::cerr << "lanes-fib-agent: " << ds.config_path << ": " << e.what() << "\n";
     return 2;
   }
-  const auto& g_stop = stop_requested();
   auto nl = Netlink::open_here(cfg.node);
   if (!nl) {
     lg::error("{}", nl.error().what());
@@ -69,14 +69,16 @@ int main(int argc, char** argv) {
   timing.stale_timeout = cfg.stale_timeout;
   RibFollower follower(agent, timing, std::move(expected), !agent.state()["routes"].empty(), Clock::now());
 
-  Fd ep(::epoll_create1(EPOLL_CLOEXEC));
-  auto watch_fd = [&](int fd) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    ::epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev);
-  };
-  watch_fd(mon.value().fd());
+  EventLoop loop;
+  if (auto st = loop.stop_on_signals(); !st) {  // before gRPC starts its threads
+    lg::error("{}", st.error().what());
+    return 1;
+  }
+  (void)loop.watch(mon.value().fd(), EPOLLIN, [&](uint32_t) {
+    if (auto events = mon.value().read_events())
+      for (const auto& e : events.value())
+        if (!e.deleted) agent.link_changed(e.name, e.carrier && e.admin_up);
+  });
 
   std::optional<GobgpClient> client;
   std::unique_ptr<GobgpWatch> watch;
@@ -93,76 +95,67 @@ int main(int argc, char** argv) {
     j["rib_events"] = follower.events();
     state_file.publish(j);
   };
-  auto lost = [&] {
-    if (watch) ::epoll_ctl(ep.get(), EPOLL_CTL_DEL, watch->fd(), nullptr);
+  auto on_stream = [&](uint32_t) {
+    bool closed = false;
+    for (auto& e : watch->take()) {
+      switch (e.kind) {
+        case GobgpWatch::Event::Kind::table:
+          follower.table(e.paths, e.snapshot, Clock::now());
+          break;
+        case GobgpWatch::Event::Kind::peer:
+          follower.peer(e.neighbor, e.state, Clock::now());
+          break;
+        case GobgpWatch::Event::Kind::closed:
+          closed = true;
+          break;
+      }
+    }
+    if (!closed) return;
+    loop.unwatch(watch->fd());
     watch.reset();
     client.reset();
     follower.lost(Clock::now());
   };
-  save();
-
-  while (!g_stop) {
+  // gobgpd answers: originate the aggregates (again: a new gobgpd has
+  // none), then follow the RIB
+  auto try_connect = [&](Clock::time_point now) {
+    next_try = now + std::chrono::milliseconds(200);
+    auto c = GobgpClient::connect(-1, port, std::chrono::milliseconds(1000));
+    if (!c || !c.value().ping()) return;
+    auto w = c.value().watch();
+    if (!w) return;
+    client.emplace(std::move(c).value());
+    watch = std::move(w).value();
+    (void)loop.watch(watch->fd(), EPOLLIN, on_stream);
+    to_originate.assign(cfg.originate.begin(), cfg.originate.end());
+    next_originate = now;
+    follower.connected(now);
+  };
+  // what gobgpd did not take yet: tried until it does, or the rack's
+  // aggregate never reaches the spines
+  auto originate = [&](Clock::time_point now) {
+    std::erase_if(to_originate, [&](const std::string& p) {
+      auto st = client->originate(p);
+      if (!st) lg::warn("originating {} failed ({}); trying again", p, st.error().what());
+      return st.ok();
+    });
+    next_originate = now + std::chrono::seconds(1);
+  };
+  // after every wake: connect or originate if due, the follower's
+  // decisions, the state file; then sleep until the next of them is due
+  loop.run([&]() -> std::optional<Clock::time_point> {
     auto now = Clock::now();
-    if (!follower.connected() && now >= next_try) {
-      next_try = now + std::chrono::milliseconds(200);
-      // gobgpd answers: originate the aggregates (again: a new gobgpd has
-      // none), then follow the RIB
-      auto c = GobgpClient::connect(-1, port, std::chrono::milliseconds(1000));
-      if (c && c.value().ping()) {
-        if (auto w = c.value().watch()) {
-          client.emplace(std::move(c).value());
-          watch = std::move(w).value();
-          watch_fd(watch->fd());
-          to_originate.assign(cfg.originate.begin(), cfg.originate.end());
-          next_originate = now;
-          follower.connected(now);
-        }
-      }
-    }
-    // what gobgpd did not take yet: tried until it does, or the rack's
-    // aggregate never reaches the spines
-    if (client && !to_originate.empty() && now >= next_originate) {
-      std::erase_if(to_originate, [&](const std::string& p) {
-        auto st = client->originate(p);
-        if (!st) lg::warn("originating {} failed ({}); trying again", p, st.error().what());
-        return st.ok();
-      });
-      next_originate = now + std::chrono::seconds(1);
-    }
-    auto due = follower.tick(Clock::now());
-    // wake for a due decision, a retry, or at least once a second
-    auto wake = Clock::now() + std::chrono::seconds(1);
-    if (due) wake = std::min(wake, *due);
-    if (!follower.connected()) wake = std::min(wake, next_try);
-    if (!to_originate.empty()) wake = std::min(wake, next_originate);
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
-    epoll_event evs[8];
-    int n = ::epoll_wait(ep.get(), evs, 8, static_cast<int>(std::max<int64_t>(ms, 0)));
-    for (int i = 0; i < n; ++i) {
-      if (evs[i].data.fd == mon.value().fd()) {
-        if (auto events = mon.value().read_events())
-          for (const auto& e : events.value())
-            if (!e.deleted) agent.link_changed(e.name, e.carrier && e.admin_up);
-      } else if (watch && evs[i].data.fd == watch->fd()) {
-        bool closed = false;
-        for (auto& e : watch->take()) {
-          switch (e.kind) {
-            case GobgpWatch::Event::Kind::table:
-              follower.table(e.paths, e.snapshot, Clock::now());
-              break;
-            case GobgpWatch::Event::Kind::peer:
-              follower.peer(e.neighbor, e.state, Clock::now());
-              break;
-            case GobgpWatch::Event::Kind::closed:
-              closed = true;
-              break;
-          }
-        }
-        if (closed) lost();
-      }
-    }
+    if (!follower.connected() && now >= next_try) try_connect(now);
+    if (client && !to_originate.empty() && now >= next_originate) originate(now);
+    auto wake = follower.tick(Clock::now());
     save();
-  }
+    // the settle time of a session, read by the state file, ends within a second
+    auto next = Clock::now() + std::chrono::seconds(1);
+    if (wake) next = std::min(next, *wake);
+    if (!follower.connected()) next = std::min(next, next_try);
+    if (client && !to_originate.empty()) next = std::min(next, next_originate);
+    return next;
+  });
   save();
   lg::info("stopping; kernel routes stay in place");
   return 0;

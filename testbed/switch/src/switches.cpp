@@ -11,12 +11,13 @@ namespace lanes::testbed {
 
 SwitchFiles switch_files(const RunRegistry& reg, const std::string& run_id, const std::string& node) {
   SwitchFiles f;
-  f.dir = reg.dir(run_id) + "/switches/" + node;
+  RunLayout run = reg.layout(run_id);
+  f.dir = run.node_dir("switches", node);
   f.gobgp_config = f.dir + "/gobgpd.toml";
   f.agent_config = f.dir + "/fib-agent.json";
   f.agent_state = f.dir + "/fib-agent-state.json";
-  f.gobgpd_log = reg.dir(run_id) + "/logs/" + node + "-gobgpd.log";
-  f.agent_log = reg.dir(run_id) + "/logs/" + node + "-fib-agent.log";
+  f.gobgpd_log = run.daemon_log(node, "gobgpd");
+  f.agent_log = run.daemon_log(node, "fib-agent");
   return f;
 }
 
@@ -24,7 +25,7 @@ bool has_switches(const Topology& t) { return t.count(NodeKind::rack_switch) + t
 
 Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std::string& run_id) {
   std::error_code ec;
-  std::filesystem::create_directories(reg.dir(run_id) + "/logs", ec);
+  std::filesystem::create_directories(reg.layout(run_id).logs(), ec);
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node& n = t.nodes[i];
     if (n.kind != NodeKind::rack_switch && n.kind != NodeKind::spine) continue;

@@ -29,6 +29,7 @@
 #include "lanes/core/deploy.hpp"
 #include "lanes/core/model.hpp"
 #include "lanes/core/netlink.hpp"
+#include "lanes/hostnet/host_agent.hpp"
 
 namespace lanes::hostnet {
 
@@ -61,7 +62,7 @@ testbed::Status deploy_host(testbed::DeployContext& ctx, int host);
 testbed::Status deploy_all(testbed::DeployContext& ctx);
 
 // The host agent's configuration for HOST.
-nlohmann::json host_agent_config(const testbed::Topology& t, int host, const std::string& run_id,
-                                 testbed::EgressMode mode);
+HostAgentConfig host_agent_config(const testbed::Topology& t, int host, const std::string& run_id,
+                                  testbed::EgressMode mode);
 
 }  // namespace lanes::hostnet

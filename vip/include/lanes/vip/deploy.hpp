@@ -1,15 +1,29 @@
 #pragma once
-// Deploys a VIP injector into every job container of a run (after hostnet
-// built the containers: namespace `lanes-<run>-<host>.job`, links `eth<k>`).
+// The VIP injector role: an injector in every job container of a run
+// (after hostnet built the containers: namespace `lanes-<run>-<host>.job`,
+// links `eth<k>`), its files, and the faults that act through it.
 
-#include <nlohmann/json.hpp>
+#include <string>
 
 #include "lanes/core/deploy.hpp"
+#include "lanes/core/run_layout.hpp"
+#include "lanes/vip/speaker.hpp"
 
 namespace lanes::vip {
 
+struct InjectorFiles {
+  std::string config;  // <run>/hosts/<host>/injector.json (SpeakerConfig)
+  std::string state;   // <run>/hosts/<host>/injector-state.json (Speaker::state)
+};
+InjectorFiles injector_files(const testbed::RunLayout& run, const std::string& host);
+
 // The injector's configuration for HOST.
-nlohmann::json injector_config(const testbed::Topology& t, int host);
+SpeakerConfig injector_config(const testbed::Topology& t, int host);
 testbed::Status deploy_injectors(testbed::DeployContext& ctx);
+
+// From its next start, HOST's injector announces TASK4 and TASK6 (a
+// hijack: the rogue-announce fault; the caller restarts the injector).
+testbed::Status claim_task_ips(const testbed::RunLayout& run, const std::string& host, const std::string& task4,
+                               const std::string& task6);
 
 }  // namespace lanes::vip

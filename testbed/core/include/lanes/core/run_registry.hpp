@@ -24,6 +24,7 @@
 
 #include "lanes/core/handle.hpp"
 #include "lanes/core/result.hpp"
+#include "lanes/core/run_layout.hpp"
 
 namespace lanes::testbed {
 
@@ -93,6 +94,7 @@ class RunRegistry {
   const std::string& base() const { return base_; }
   const std::string& owners() const { return owners_; }
   std::string dir(const std::string& id) const { return base_ + "/" + id; }
+  RunLayout layout(const std::string& id) const { return RunLayout(dir(id)); }
   std::string state_path(const std::string& id) const { return dir(id) + "/state.json"; }
 
   // Claims the id machine-wide (the owner record), creates the directory of

@@ -1,0 +1,78 @@
+#pragma once
+// The host agent's work, in a host's namespace: loads and attaches the BPF
+// datapath in the bpf egress modes, and carries each NIC's carrier to its
+// container link, the container's nexthop group and the datapath (a NIC
+// that goes down takes its container link down and out of the BPF
+// program's choices; when it returns, so do the link and its next hops).
+// lanes-host-agent runs it on its event loop.
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lanes/core/netlink.hpp"
+#include "lanes/core/result.hpp"
+#include "lanes/core/run_layout.hpp"
+#include "lanes/hostnet/datapath.hpp"
+
+namespace lanes::hostnet {
+
+struct HostAgentConfig {
+  struct Nic {
+    int index = 0;
+    std::string ifname, jnic, eth;  // the NIC, its host-side container link, the container's side
+    int numa = 0;
+    std::string gw4, gw6, job4, job6, host_side4, host_side6, cont_side4, cont_side6;
+    uint32_t table = 0;  // the NIC's own routing table (0: none)
+    bool operator==(const Nic&) const = default;
+  };
+  std::string host;
+  std::string mode = "ecmp";  // egress mode: single, ecmp, bpf, bpf-numa
+  std::string container_netns;
+  std::string task4, task6;
+  std::vector<Nic> nics;
+
+  // The host agent's config file (host_agent_files(...).config).
+  static HostAgentConfig from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  bool operator==(const HostAgentConfig&) const = default;
+};
+
+struct HostAgentFiles {
+  std::string config;  // <run>/hosts/<host>/host-agent.json (HostAgentConfig)
+  std::string state;   // <run>/hosts/<host>/host-agent-state.json (HostAgent::state)
+};
+
+HostAgentFiles host_agent_files(const testbed::RunLayout& run, const std::string& host);
+
+class HostAgent {
+ public:
+  // Opens the host's and the container's netlink sockets, finds every
+  // NIC's links and, in the bpf modes, loads and attaches the datapath.
+  static testbed::Result<std::unique_ptr<HostAgent>> open(HostAgentConfig cfg);
+
+  // NIC IFNAME's carrier is UP (from the link monitor); other links are ignored.
+  void link_changed(const std::string& ifname, bool up);
+  // NIC state and the datapath's counters (the links' own counters are the
+  // kernel's to tell: lanes status and the runner read them over netlink).
+  nlohmann::json state() const;
+  size_t nic_count() const { return nics_.size(); }
+
+ private:
+  struct Nic : HostAgentConfig::Nic {
+    int nic_idx = 0, jnic_idx = 0, eth_idx = 0;
+    bool up = true;
+  };
+  HostAgent(HostAgentConfig cfg, testbed::Netlink host, testbed::Netlink container)
+      : cfg_(std::move(cfg)), hnl_(std::move(host)), cnl_(std::move(container)) {}
+  void apply(Nic& s, bool up);
+
+  HostAgentConfig cfg_;
+  testbed::Netlink hnl_, cnl_;
+  std::vector<Nic> nics_;
+  std::optional<Datapath> dp_;
+};
+
+}  // namespace lanes::hostnet

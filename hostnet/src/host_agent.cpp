@@ -1,0 +1,212 @@
+#include "lanes/hostnet/host_agent.hpp"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "lanes/core/log.hpp"
+#include "lanes/core/netns.hpp"
+
+namespace lanes::hostnet {
+
+using namespace lanes::testbed;
+namespace lg = lanes::log;
+
+HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
+  HostAgentConfig c;
+  c.host = j.value("host", "");
+  c.mode = j.value("mode", "ecmp");
+  c.container_netns = j.value("container_netns", "");
+  c.task4 = j.value("task4", "");
+  c.task6 = j.value("task6", "");
+  for (const auto& n : j.value("nics", nlohmann::json::array())) {
+    Nic s;
+    s.index = n.value("index", 0);
+    s.ifname = n.value("ifname", "");
+    s.jnic = n.value("jnic", "");
+    s.eth = n.value("eth", "");
+    s.numa = n.value("numa", 0);
+    s.gw4 = n.value("gw4", "");
+    s.gw6 = n.value("gw6", "");
+    s.job4 = n.value("job4", "");
+    s.job6 = n.value("job6", "");
+    s.host_side4 = n.value("host_side4", "");
+    s.host_side6 = n.value("host_side6", "");
+    s.cont_side4 = n.value("cont_side4", "");
+    s.cont_side6 = n.value("cont_side6", "");
+    s.table = n.value("table", 0u);
+    c.nics.push_back(std::move(s));
+  }
+  return c;
+}
+
+nlohmann::json HostAgentConfig::to_json() const {
+  nlohmann::json n = nlohmann::json::array();
+  for (const auto& s : nics)
+    n.push_back({{"index", s.index},           {"ifname", s.ifname},         {"jnic", s.jnic},
+                 {"eth", s.eth},               {"numa", s.numa},             {"gw4", s.gw4},
+                 {"gw6", s.gw6},               {"job4", s.job4},             {"job6", s.job6},
+                 {"host_side4", s.host_side4}, {"host_side6", s.host_side6}, {"cont_side4", s.cont_side4},
+                 {"cont_side6", s.cont_side6}, {"table", s.table}});
+  return {{"host", host},   {"mode", mode},   {"container_netns", container_netns},
+          {"task4", task4}, {"task6", task6}, {"nics", n}};
+}
+
+HostAgentFiles host_agent_files(const RunLayout& run, const std::string& host) {
+  std::string dir = run.node_dir("hosts", host);
+  return {dir + "/host-agent.json", dir + "/host-agent-state.json"};
+}
+
+Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
+  const std::string host = cfg.host;
+  auto hnl = Netlink::open_here(host);
+  if (!hnl) return hnl.error();
+  auto cns = Netns::open(cfg.container_netns);
+  if (!cns) return cns.error();
+  auto cnl = Netlink::open_in(cns.value().fd(), cfg.container_netns);
+  if (!cnl) return cnl.error();
+  std::unique_ptr<HostAgent> a(new HostAgent(cfg, std::move(hnl).value(), std::move(cnl).value()));
+  auto hlinks = a->hnl_.links();
+  auto clinks = a->cnl_.links();
+  if (!hlinks) return hlinks.error();
+  if (!clinks) return clinks.error();
+  auto find = [](const std::vector<LinkInfo>& v, const std::string& n) -> const LinkInfo* {
+    for (const auto& l : v)
+      if (l.name == n) return &l;
+    return nullptr;
+  };
+  DatapathConfig dc;
+  dc.mode = cfg.mode == "bpf-numa" ? LANES_MODE_BPF_NUMA : LANES_MODE_BPF;
+  dc.task4 = cfg.task4;
+  dc.task6 = cfg.task6;
+  dc.cpu_node = cpu_to_node(2);
+  for (const auto& n : cfg.nics) {
+    Nic s;
+    static_cast<HostAgentConfig::Nic&>(s) = n;
+    const LinkInfo* nl = find(hlinks.value(), s.ifname);
+    const LinkInfo* jl = find(hlinks.value(), s.jnic);
+    const LinkInfo* el = find(clinks.value(), s.eth);
+    if (!nl || !jl || !el) return os_error(ENODEV, fmt::format("{}: NIC {} or its container link is missing", host, s.ifname));
+    s.nic_idx = nl->index;
+    s.jnic_idx = jl->index;
+    s.eth_idx = el->index;
+    s.up = nl->admin_up && nl->carrier;
+    dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6});
+    dc.container_ifindex.push_back(s.jnic_idx);
+    dc.container_mac.push_back(el->mac);
+    dc.host_mac.push_back(jl->mac);
+    a->nics_.push_back(s);
+  }
+  if (cfg.mode == "bpf" || cfg.mode == "bpf-numa") {
+    auto d = Datapath::open_and_load();
+    if (!d) return d.error();
+    a->dp_.emplace(std::move(d).value());
+    if (auto st = a->dp_->configure(dc); !st) return st.error();
+    for (const auto& s : a->nics_) {
+      // netkit: the program runs in the device's xmit path through a
+      // bpf_link; ingress then goes through the host's routing (the
+      // redirect_peer fast path is veth's). veth: tc on both.
+      bool netkit = find(hlinks.value(), s.jnic)->kind == "netkit";
+      auto eg = netkit ? a->dp_->attach_netkit_egress(s.jnic_idx) : a->dp_->attach_egress(s.jnic_idx);
+      if (!eg) return eg.error();
+      if (netkit) continue;
+      if (auto st = a->dp_->attach_ingress(s.nic_idx); !st) return st.error();
+    }
+    lg::info("{}: BPF datapath attached on {} NICs ({})", host, a->nics_.size(), cfg.mode);
+  }
+  for (auto& s : a->nics_)
+    if (!s.up) a->apply(s, false);
+  return a;
+}
+
+void HostAgent::link_changed(const std::string& ifname, bool up) {
+  for (auto& s : nics_)
+    if (s.ifname == ifname && up != s.up) apply(s, up);
+}
+
+// A NIC's state reaches its container link, the container's group and the datapath.
+void HostAgent::apply(Nic& s, bool up) {
+  s.up = up;
+  if (dp_) (void)dp_->set_nic_up(s.index, up);
+  if (auto st = hnl_.set_link_up(s.jnic_idx, up, s.jnic); !st) lg::warn("{}", st.error().what());
+  if (up) {
+    // taking a device down flushes the routes through it: restore the
+    // host's routes to the job's NIC-k addresses and NIC k's own table
+    for (int fam : {AF_INET, AF_INET6}) {
+      bool v6 = fam == AF_INET6;
+      Route jr;
+      jr.family = fam;
+      jr.dst = (v6 ? s.job6 + "/128" : s.job4 + "/32");
+      jr.nexthops.push_back({v6 ? s.cont_side6 : s.cont_side4, s.jnic_idx, 1});
+      jr.replace = true;
+      if (auto st = hnl_.add_route(jr); !st) lg::warn("{}", st.error().what());
+      Route out;
+      out.family = fam;
+      out.dst = "default";
+      out.table = s.table;
+      out.nexthops.push_back({v6 ? s.gw6 : s.gw4, s.nic_idx, 1});
+      out.replace = true;
+      if (s.table)
+        if (auto st = hnl_.add_route(out); !st) lg::warn("{}", st.error().what());
+    }
+  }
+  if (up && cfg_.mode != "single") {
+    // the kernel dropped the container's next hops with the link; restore them
+    (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side4, true);
+    (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side6, true);
+    std::vector<std::pair<uint32_t, uint16_t>> m4, m6;
+    for (const auto& o : nics_)
+      if (o.up) {
+        m4.emplace_back(1 + static_cast<uint32_t>(o.index), 1);
+        m6.emplace_back(101 + static_cast<uint32_t>(o.index), 1);
+      }
+    ResilientParams rp;
+    rp.buckets = 64;
+    rp.idle_timer_s = 60;
+    if (auto st = cnl_.add_nexthop_group(1000, m4, rp, true); !st) lg::warn("{}", st.error().what());
+    if (auto st = cnl_.add_nexthop_group(1001, m6, rp, true); !st) lg::warn("{}", st.error().what());
+  }
+  lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
+}
+
+nlohmann::json HostAgent::state() const {
+  nlohmann::json out = {{"ready", true}, {"host", cfg_.host}, {"mode", cfg_.mode}};
+  std::vector<lanes_nic_stats> st;
+  std::vector<uint64_t> flows;
+  const auto& dp = dp_;
+  if (dp) {
+    if (auto s = dp->stats(static_cast<int>(nics_.size()))) st = s.value();
+    if (auto f = dp->flows_per_nic(static_cast<int>(nics_.size()))) flows = f.value();
+  }
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& s : nics_) {
+    nlohmann::json j = {{"index", s.index}, {"ifname", s.ifname}, {"up", s.up}, {"numa", s.numa}};
+    if (static_cast<size_t>(s.index) < st.size()) {
+      const auto& x = st[static_cast<size_t>(s.index)];
+      j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},         {"rx_packets", x.rx_packets},
+                  {"rx_bytes", x.rx_bytes},     {"flows_active", x.flows_active}, {"flows_total", x.flows_total},
+                  {"moved", x.moved}};
+    }
+    if (static_cast<size_t>(s.index) < flows.size()) j["flows"] = flows[static_cast<size_t>(s.index)];
+    arr.push_back(j);
+  }
+  out["nics"] = arr;
+  if (dp) {
+    // per-flow counters: the 256 largest flows
+    nlohmann::json fl = nlohmann::json::array();
+    if (auto all = dp->flows()) {
+      auto v = all.value();
+      std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.bytes > b.second.bytes; });
+      for (size_t i = 0; i < v.size() && i < 256; ++i) {
+        const auto& [k, f] = v[i];
+        fl.push_back({{"nic", f.nic}, {"bytes", f.bytes}, {"packets", f.packets}, {"closed", f.closed != 0},
+                      {"proto", k.proto}, {"family", k.family}, {"sport", ntohs(k.sport)}, {"dport", ntohs(k.dport)}});
+      }
+    }
+    out["flows"] = fl;
+  }
+  return out;
+}
+
+}  // namespace lanes::hostnet

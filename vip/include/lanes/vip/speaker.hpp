@@ -1,0 +1,89 @@
+#pragma once
+// The VIP injector's BGP speaker: its sessions to the rack switch (one per
+// NIC, or one carrying an ADD-PATH path per NIC), each a socket-free
+// Session driven over a socket on the daemon's event loop, and what they
+// announce: the task IP with one next hop per NIC that has carrier. A NIC
+// that loses carrier has its next hop withdrawn at once; it is announced
+// again when the NIC returns. stop() withdraws everything, then closes with
+// a Cease.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lanes/core/event_loop.hpp"
+#include "lanes/vip/dial.hpp"
+#include "lanes/vip/session.hpp"
+
+namespace lanes::vip {
+
+struct SpeakerConfig {
+  struct Nic {
+    int index = 0;
+    std::string eth;
+    std::string nh4, nh6;  // the job's addresses for this NIC: the next hops
+    bool up = true;        // carrier, as the speaker starts (not in the file: read from the link)
+    bool operator==(const Nic& o) const {
+      return index == o.index && eth == o.eth && nh4 == o.nh4 && nh6 == o.nh6;
+    }
+  };
+  struct Peering {
+    std::string local, peer;  // addresses
+    std::vector<int> nics;    // NICs this session announces
+    bool operator==(const Peering&) const = default;
+  };
+  std::string host;
+  std::string task4, task6;  // "" = not announced
+  bool add_path = false;
+  uint32_t local_as = 0, peer_as = 0;
+  uint16_t hold_time = 9;
+  std::vector<Nic> nics;
+  std::vector<Peering> sessions;
+
+  // The injector's config file (injector_files(...).config).
+  static SpeakerConfig from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  bool operator==(const SpeakerConfig&) const = default;
+};
+
+class Speaker {
+ public:
+  Speaker(SpeakerConfig cfg, testbed::EventLoop& loop, uint64_t seed);
+  ~Speaker();
+  Speaker(const Speaker&) = delete;
+  Speaker& operator=(const Speaker&) = delete;
+
+  // NIC ETH's carrier is UP (from the link monitor).
+  void link_changed(const std::string& eth, bool up);
+  // Dials what is due, gives up attempts past their deadline, runs the
+  // sessions' timers; returns when it must run again at the latest.
+  Clock::time_point turn(Clock::time_point now);
+  // Withdraws everything, then closes every session with a Cease.
+  void stop();
+
+  // For the state file; changed() tells whether it would say anything new
+  // (a thousand idle injectors otherwise spend a core rendering JSON).
+  nlohmann::json state() const;
+  bool changed();
+
+ private:
+  struct Peer;
+  std::vector<Update> route_update(const SpeakerConfig::Nic& n, bool withdraw) const;
+  void run(Peer& p, std::vector<Action> acts);
+  void close_peer(Peer& p, const std::string& why);
+  void announce(Peer& p, const SpeakerConfig::Nic& n, bool withdraw);
+  void dial(Peer& p, Clock::time_point now);
+  void on_socket(Peer& p, uint32_t events);
+  void lost(Peer& p, const std::string& why);
+
+  SpeakerConfig cfg_;
+  testbed::EventLoop& loop_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<uint64_t> said_;
+};
+
+}  // namespace lanes::vip
