@@ -20,9 +20,9 @@
 #include <map>
 #include <unistd.h>
 
+#include "lanes/core/process.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/reports/writers.hpp"
-#include "lanes/core/process.hpp"
 
 namespace {
 

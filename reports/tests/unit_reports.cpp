@@ -7,9 +7,9 @@
 #include <fstream>
 #include <regex>
 
+#include "lanes/core/process.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/reports/writers.hpp"
-#include "lanes/core/process.hpp"
 
 using namespace lanes::reports;
 

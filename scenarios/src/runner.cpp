@@ -18,17 +18,21 @@
 #include <sstream>
 #include <thread>
 
-#include "lanes/hostnet/hostnet.hpp"
-#include "lanes/switch/convergence.hpp"
+#include "assertions/live_assertions.hpp"
 #include "lanes/core/interrupt.hpp"
 #include "lanes/core/live_run.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/switch/switch_config.hpp"
 #include "lanes/core/log.hpp"
+#include "lanes/core/process.hpp"
 #include "lanes/core/supervisor.hpp"
 #include "lanes/core/wait.hpp"
+#include "lanes/hostnet/hostnet.hpp"
+#include "lanes/scenarios/fabric_view.hpp"
+#include "lanes/scenarios/live_assertion.hpp"
+#include "lanes/switch/convergence.hpp"
 #include "lanes/switch/gobgp_client.hpp"
+#include "lanes/switch/switch_config.hpp"
 #include "lanes/switch/switches.hpp"
+#include "lanes/vip/deploy.hpp"
 
 namespace lanes::scenarios {
 
@@ -353,64 +357,18 @@ class PhaseRun {
   std::pair<uint32_t, std::vector<uint32_t>> group(const std::string& host) {
     return live_->tb().netlink(switch_of(host)).route_group(task_prefix(host));
   }
-  // The job hosts a step acts on: host="..." or every job host of rack="...".
-  std::vector<std::string> hosts_of(const Step& st) const {
-    if (st.has("host")) return {st.str("host")};
-    std::vector<std::string> out;
-    for (const auto& r : topo_.racks)
-      if (r.name == st.str("rack"))
-        for (int h : r.hosts)
-          if (topo_.nodes[static_cast<size_t>(h)].job) out.push_back(topo_.nodes[static_cast<size_t>(h)].name);
-    return out;
-  }
-  // Each host's group id at its switch, hosts grouped by switch: one route
-  // dump per switch, however many hosts (0: no route, or one without a group).
-  std::map<int, std::map<std::string, uint32_t>> group_ids(const std::vector<std::string>& hosts) {
-    std::map<int, std::map<std::string, uint32_t>> out;
-    std::map<int, std::map<std::string, uint32_t>> nh_of;  // switch -> prefix -> group
-    for (const auto& h : hosts) {
-      int sw = switch_of(h);
-      if (!nh_of.count(sw)) {
-        auto routes = live_->tb().netlink(sw).route_entries(AF_INET);
-        if (!routes) throw StepError(routes.error().what());
-        for (const auto& r : routes.value()) nh_of[sw][r.dst] = r.nh_id;
-      }
-      auto it = nh_of[sw].find(task_prefix(h));
-      out[sw][h] = it == nh_of[sw].end() ? 0 : it->second;
-    }
-    return out;
-  }
-  // Each host's group members as its switch holds them (one more dump per
-  // switch); a dump that fails counts as no members, for the waits to ask again.
+  std::vector<std::string> hosts_of(const Step& st) const { return scenarios::hosts_of(st, topo_); }
+  // Each host's group members and buckets as its switch holds them (one
+  // route dump and one nexthop or bucket dump per switch, however many hosts).
   std::map<std::string, std::vector<uint32_t>> groups(const std::vector<std::string>& hosts) {
-    std::map<std::string, std::vector<uint32_t>> out;
-    std::map<int, std::map<std::string, uint32_t>> ids;
-    try {
-      ids = group_ids(hosts);
-    } catch (const StepError&) {
-      for (const auto& h : hosts) out[h] = {};
-      return out;
-    }
-    for (const auto& [sw, of] : ids) {
-      auto nhs = live_->tb().netlink(sw).nexthops();
-      std::map<uint32_t, std::vector<uint32_t>> members;
-      if (nhs)
-        for (const auto& n : nhs.value())
-          for (auto [id, w] : n.members) members[n.id].push_back(id);
-      for (const auto& [h, g] : of) out[h] = g ? members[g] : std::vector<uint32_t>{};
-    }
-    return out;
+    LiveFabric fabric(*live_);
+    return TaskGroups(topo_, fabric).members(hosts);
   }
-  // Each host's group's buckets (bucket index → nexthop id): one more dump
-  // per switch.
   std::map<std::string, std::vector<uint32_t>> buckets_of(const std::vector<std::string>& hosts) {
-    std::map<std::string, std::vector<uint32_t>> out;
-    for (const auto& [sw, of] : group_ids(hosts)) {
-      auto all = live_->tb().netlink(sw).all_nexthop_buckets();
-      if (!all) throw StepError(all.error().what());
-      for (const auto& [h, g] : of) out[h] = all.value().count(g) ? all.value().at(g) : std::vector<uint32_t>{};
-    }
-    return out;
+    LiveFabric fabric(*live_);
+    auto b = TaskGroups(topo_, fabric).buckets(hosts);
+    if (!b) throw StepError(b.error().what());
+    return std::move(b).value();
   }
   // Sets NIC of every host up or down, all at once: a link change waits in
   // the kernel for an RCU grace period (the qdisc's deactivation), which on
@@ -439,9 +397,8 @@ class PhaseRun {
   }
   // true when every host's group has COUNT members
   bool all_members(const std::vector<std::string>& hosts, size_t count) {
-    for (const auto& [h, m] : groups(hosts))
-      if (m.size() != count) return false;
-    return true;
+    LiveFabric fabric(*live_);
+    return TaskGroups(topo_, fabric).all_have(hosts, count);
   }
   std::vector<uint32_t> buckets(const std::string& host) {
     auto [g, m] = group(host);
@@ -545,7 +502,8 @@ class PhaseRun {
     if (st.element == "wait") return wait(st);
     if (st.element == "fault") return fault(st);
     if (st.element == "assert") {
-      Assertion a = kLive.count(st.type) ? live_assert(st) : evaluate(st, result_, ph_.name);
+      const LiveAssertion* live = find_live_assertion(st.type);
+      Assertion a = live ? live_assert(st, *live) : evaluate(st, result_, ph_.name);
       report(a);
       return;
     }
@@ -1007,7 +965,7 @@ class PhaseRun {
   std::map<int, int> bpf_flow_nics(const std::string& host, int port) {
     std::map<int, int> nic_of;
     try {
-      std::ifstream in(live_->dir() + "/hosts/" + host + "/host-agent-state.json");
+      std::ifstream in(hostnet::host_agent_files(live_->registry().layout(live_->id()), host).state);
       json st = json::parse(in);
       for (const auto& f : st.value("flows", json::array())) {
         if (f.value("proto", 0) != IPPROTO_TCP) continue;
@@ -1272,18 +1230,10 @@ class PhaseRun {
     if (!lo) throw StepError(lo.error().what());
     (void)nl.value().add_address(lo.value(), tb::IfAddr4{vj.task_ip4, 32}, "lo");
     (void)nl.value().add_address(lo.value(), tb::IfAddr6{vj.task_ip6, 128}, "lo");
-    std::string cfg_path = live_->dir() + "/hosts/" + host + "/injector.json";
-    json cfg;
-    {
-      std::ifstream in(cfg_path);
-      cfg = json::parse(in);
-    }
-    cfg["task4"] = vj.task_ip4.to_string();
-    cfg["task6"] = vj.task_ip6.to_string();
-    {
-      std::ofstream o(cfg_path, std::ios::trunc);
-      o << cfg.dump(2) << "\n";
-    }
+    if (auto claimed = lanes::vip::claim_task_ips(live_->registry().layout(live_->id()), host,
+                                                  vj.task_ip4.to_string(), vj.task_ip6.to_string());
+        !claimed)
+      throw StepError(claimed.error().what());
     Step k = st;
     k.attrs = {{"node", host}, {"daemon", "vip-injector"}};
     kill_daemon(k, label);
@@ -1292,157 +1242,22 @@ class PhaseRun {
 
   // ---- assertions on the live testbed ----
 
-  static inline const std::set<std::string> kLive = {"rate-ratio", "healthy-flows-kept", "members", "no-task-routes",
-                                                     "hijack-rejected"};
-
-  Assertion live_assert(const Step& st) {
-    Assertion a;
+  // An assertion on the live run: its plug-in, over this run's fabric.
+  Assertion live_assert(const Step& st, const LiveAssertion& plugin) {
+    LiveFabric fabric(*live_);
+    LiveContext ctx{topo_,
+                    fabric,
+                    marks_,
+                    [this] { return sampler_ ? sampler_->series() : std::vector<Series>{}; },
+                    faults_,
+                    [](const std::function<bool()>& pred, milliseconds timeout, milliseconds every) {
+                      return eventually(pred, timeout, every);
+                    },
+                    {}};
+    Assertion a = plugin.check(st, ctx);
     a.line = st.line;
     a.phase = ph_.name;
-    a.name = st.type;
-    if (st.type == "members") {
-      auto hosts = hosts_of(st);
-      size_t count = static_cast<size_t>(st.integer("count"));
-      bool ok = eventually([&] { return all_members(hosts, count); }, st.duration("timeout", milliseconds(10'000)));
-      if (hosts.size() == 1) {
-        a.name += " " + hosts[0];
-        a.expected = fmt::format("{} next hops for {}", count, task_prefix(hosts[0]));
-        a.measured = std::to_string(group(hosts[0]).second.size());
-      } else {
-        size_t at = 0;
-        for (const auto& [h, m] : groups(hosts)) at += m.size() == count;
-        a.name += " rack " + st.str("rack");
-        a.expected = fmt::format("{} next hops for each of the {} task IPs", count, hosts.size());
-        a.measured = fmt::format("{} of {} groups", at, hosts.size());
-      }
-      a.passed = ok;
-    } else if (st.type == "healthy-flows-kept") {
-      std::string f = st.str("fault");
-      a.name += " " + f;
-      auto it = faults_.find(f);
-      a.expected = "no bucket of a healthy NIC moves";
-      if (it == faults_.end()) {
-        a.measured = "the fault recorded no buckets";
-      } else {
-        const json& x = it->second;
-        a.measured = fmt::format("{} of {} healthy buckets moved", x.value("moved_healthy", 0), x.value("healthy_buckets", 0));
-        if (x.value("groups", 1) > 1)
-          a.measured += fmt::format(" in {} groups, all shrunk {:.0f} ms after the first NIC went down", x.value("groups", 0),
-                                    x.value("shrunk_ms", 0.0));
-        a.passed = x.value("moved_healthy", 1) == 0 && x.value("healthy_buckets", 0) > 0 && x.value("group_shrunk", false);
-        if (!x.value("group_shrunk", false)) a.message = "the group did not drop the failed NIC";
-      }
-    } else if (st.type == "rate-ratio") {
-      std::string host = st.str("host"), dir = st.str("direction", "rx");
-      a.name += " " + host;
-      auto at = [&](const std::string& ref) {
-        TimeRef r;
-        parse_timeref(ref, r);
-        double t = marks_.count(r.mark) ? marks_.at(r.mark) : -1.0;
-        return t + static_cast<double>(r.offset.count()) / 1000.0;
-      };
-      auto s = sampler_->series();
-      auto mean = [&](double from, double to) {
-        double sum = 0;
-        for (const auto& x : s)
-          if (x.name.rfind(host + " nic", 0) == 0 && x.name.substr(x.name.size() - 2) == dir)
-            sum += window_mean(x, from, to);
-        return sum;
-      };
-      double cur = mean(at(st.str("from")), at(st.str("to"))), base = mean(at(st.str("base-from")), at(st.str("base-to")));
-      double ratio = base > 0 ? cur / base : 0;
-      a.expected = bounds_text(st);
-      a.measured = fmt::format("{:.2f} ({:.3f} Gbit/s against {:.3f})", ratio, cur, base);
-      a.passed = base > 0 && within_bounds(st, ratio);
-      pr_.config["rate_ratio_" + host] = ratio;
-    } else if (st.type == "no-task-routes") {
-      std::string n = st.str("node");
-      a.name += " " + n;
-      // on a rack switch, its own rack's per-task routes belong there
-      const tb::Rack* own = nullptr;
-      for (const auto& r : topo_.racks)
-        if (r.switch_node == node(n)) own = &r;
-      auto own4 = [&](const tb::Ip4& ip) { return own && tb::contains(own->block4, ip); };
-      auto own6 = [&](const tb::Ip6& ip) { return own && tb::contains(own->block6, ip); };
-      auto& nl = live_->tb().netlink(node(n));
-      int fib = 0, rib = 0, aggregates = 0;
-      std::string example;
-      for (int fam : {AF_INET, AF_INET6}) {
-        auto routes = nl.route_entries(fam);
-        if (!routes) continue;
-        for (const auto& r : routes.value()) {
-          auto slash = r.dst.find('/');
-          if (slash == std::string::npos) continue;
-          int len = std::stoi(r.dst.substr(slash + 1));
-          bool in_pool = fam == AF_INET ? [&] {
-            auto ip = tb::parse_ip4(r.dst.substr(0, slash));
-            return ip && tb::contains(topo_.pools.task4, *ip) && !own4(*ip);
-          }() : [&] {
-            auto ip = tb::parse_ip6(r.dst.substr(0, slash));
-            return ip && tb::contains(topo_.pools.task6, *ip) && !own6(*ip);
-          }();
-          if (!in_pool) continue;
-          if ((fam == AF_INET && len == 32) || (fam == AF_INET6 && len == 128)) {
-            ++fib;
-            if (example.empty()) example = r.dst;
-          } else {
-            ++aggregates;
-          }
-        }
-      }
-      auto client = tb::GobgpClient::connect(ns_fd(n));
-      for (int fam : {AF_INET, AF_INET6}) {
-        auto routes = client ? client.value().routes(fam) : tb::Result<std::vector<tb::BgpRoute>>(client.error());
-        if (!routes) continue;
-        std::set<std::string> prefixes;
-        for (const auto& r : routes.value()) prefixes.insert(r.prefix);
-        for (const auto& p : prefixes)
-          if (p.size() > 3 && (p.substr(p.size() - 3) == "/32" || p.substr(p.size() - 4) == "/128")) {
-            auto ip4 = tb::parse_ip4(p.substr(0, p.find('/')));
-            auto ip6 = tb::parse_ip6(p.substr(0, p.find('/')));
-            if ((ip4 && tb::contains(topo_.pools.task4, *ip4) && !own4(*ip4)) ||
-                (ip6 && tb::contains(topo_.pools.task6, *ip6) && !own6(*ip6))) {
-              ++rib;
-              if (example.empty()) example = p;
-            }
-          }
-      }
-      a.expected = own ? "no other rack's /32 or /128 in the FIB or the BGP RIB"
-                       : "no /32 or /128 from the task pools in the FIB or the BGP RIB";
-      a.measured = fmt::format("{} in the FIB, {} in the RIB ({} task aggregates){}", fib, rib, aggregates,
-                               example.empty() ? "" : ", e.g. " + example);
-      a.passed = fib == 0 && rib == 0 && aggregates > 0;
-      if (aggregates == 0) a.message = "no task aggregate reached this node either";
-    } else if (st.type == "hijack-rejected") {
-      std::string victim = st.str("victim"), rogue = st.str("rogue");
-      a.name += " " + rogue + " claims " + victim;
-      std::set<std::string> victim_nh, rogue_nh;
-      for (const auto& nic : N(victim).nics) victim_nh.insert(nic.job_addr4.addr.to_string());
-      for (const auto& nic : N(rogue).nics) rogue_nh.insert(nic.job_addr4.addr.to_string());
-      int sw = switch_of(victim);
-      uint64_t rejected = 0;
-      size_t paths = 0, foreign = 0;
-      auto check = [&] {
-        json status = tb::switch_status_json(live_->registry(), live_->id(), topo_.nodes[static_cast<size_t>(sw)],
-                                             live_->tb().netns(sw).fd());
-        rejected = 0;
-        for (const auto& s : status.value("sessions", json::array()))
-          if (rogue_nh.count(s.value("neighbor", ""))) rejected += s.value("rejected", uint64_t{0});
-        paths = foreign = 0;
-        if (auto client = tb::GobgpClient::connect(live_->tb().netns(sw).fd()))
-          if (auto rib = client.value().routes(AF_INET, task_prefix(victim)))
-            for (const auto& r : rib.value()) {
-              ++paths;
-              foreign += !victim_nh.count(r.neighbor);
-            }
-        return rejected > 0 && foreign == 0 && paths == victim_nh.size() &&
-               group(victim).second.size() == victim_nh.size();
-      };
-      a.passed = eventually(check, st.duration("timeout", milliseconds(15'000)), milliseconds(250));
-      a.expected = fmt::format("the rogue's announcements rejected; {} paths for {}, all from {}", victim_nh.size(),
-                               task_prefix(victim), victim);
-      a.measured = fmt::format("{} rejected from {}; {} paths, {} not from {}", rejected, rogue, paths, foreign, victim);
-    }
+    for (const auto& [k, v] : ctx.figures) pr_.config[k] = v;
     return a;
   }
 

@@ -10,9 +10,10 @@
 #include <set>
 #include <sstream>
 
-#include "lanes/scenarios/scenario.hpp"
 #include "lanes/core/input_file.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/scenarios/live_assertion.hpp"
+#include "lanes/scenarios/scenario.hpp"
 
 namespace lanes::scenarios {
 
@@ -22,20 +23,6 @@ using testbed::Topology;
 
 namespace {
 
-// What an attribute holds; checked at load time.
-// hosts/servers: comma-separated lists of job hosts/servers; rack: a rack
-// (a step on every job host of it)
-enum class Kind { text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers, rack, choice, phase, workload, mark, timeref };
-
-struct Attr {
-  const char* name;
-  Kind kind;
-  bool required = false;
-  const char* choices = nullptr;  // Kind::choice: "a|b|c"
-};
-
-using Attrs = std::vector<Attr>;
-
 const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|bpf-numa"},
                               {"vip", Kind::choice, false, "per-nic|add-path"},
                               {"nics", Kind::integer},
@@ -43,7 +30,7 @@ const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|b
                               {"hold-time", Kind::integer}};
 
 // element -> type -> attributes ("" = the element has no type attribute)
-const std::map<std::string, std::map<std::string, Attrs>>& schema() {
+const std::map<std::string, std::map<std::string, Attrs>>& base_schema() {
   static const std::map<std::string, std::map<std::string, Attrs>> s = {
       {"converge", {{"", {{"timeout", Kind::duration}, {"mark", Kind::name}}}}},
       {"sleep", {{"", {{"duration", Kind::duration, true}, {"mark", Kind::name}}}}},
@@ -98,24 +85,21 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
           {"min", Kind::duration}}},
         {"latency", {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"p99-max", Kind::duration, true}}},
         {"completion-time",
-         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"max", Kind::duration, true}}},
-        {"rate-ratio",
-         {{"host", Kind::host, true}, {"direction", Kind::choice, false, "rx|tx"}, {"from", Kind::timeref, true},
-          {"to", Kind::timeref, true}, {"base-from", Kind::timeref, true}, {"base-to", Kind::timeref, true},
-          {"min", Kind::number}, {"max", Kind::number}}},
-        {"healthy-flows-kept", {{"fault", Kind::mark, true}}},
-        {"members",
-         {{"host", Kind::host}, {"rack", Kind::rack}, {"count", Kind::integer, true}, {"timeout", Kind::duration}}},
-        {"no-task-routes", {{"node", Kind::node, true}}},
-        {"hijack-rejected",
-         {{"victim", Kind::host, true}, {"rogue", Kind::host, true}, {"timeout", Kind::duration}}}}},
+         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"max", Kind::duration, true}}}}},
   };
   return s;
 }
 
-// assertions that look at the live run, so they belong inside a phase
-const std::set<std::string> kLiveAsserts = {"rate-ratio", "healthy-flows-kept", "members", "no-task-routes",
-                                            "hijack-rejected"};
+// The schema: the table above, and every plug-in's own declaration.
+const std::map<std::string, std::map<std::string, Attrs>>& schema() {
+  static const std::map<std::string, std::map<std::string, Attrs>> s = [] {
+    auto all = base_schema();
+    for (const auto* p : live_assertions()) all["assert"][p->type()] = p->attrs();
+    return all;
+  }();
+  return s;
+}
+
 
 std::string read_text(const std::string& path, const std::string& what = "scenario file") {
   return testbed::read_input_file(path, what);
@@ -398,7 +382,7 @@ class Loader {
       }
       attrs = &t->second;
     }
-    if (st.element == "assert" && !in_phase && kLiveAsserts.count(st.type)) {
+    if (st.element == "assert" && !in_phase && find_live_assertion(st.type)) {
       problem(n, "assert type=\"{}\" looks at the running testbed, so it belongs inside a <phase>", st.type);
       return std::nullopt;
     }

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "lanes/scenarios/runner.hpp"
-#include "lanes/scenarios/scenario.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/scenario.hpp"
 
 using namespace lanes::scenarios;
 using lanes::testbed::InputError;

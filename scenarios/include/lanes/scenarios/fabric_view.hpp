@@ -1,0 +1,73 @@
+#pragma once
+// What the scenario runner asks of the live fabric — a switch's routes,
+// nexthop groups and their buckets, gobgpd's RIB and sessions — behind one
+// interface, so the logic over the answers (live assertions, waits) is
+// unit-tested with a fake. LiveFabric asks a running LiveRun.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lanes/core/live_run.hpp"
+#include "lanes/core/netlink.hpp"
+#include "lanes/switch/gobgp_client.hpp"
+
+namespace lanes::scenarios {
+
+// A BGP session as a switch counts it: what its neighbor announced and what
+// import policy rejected of it.
+struct SessionCounts {
+  std::string neighbor;
+  uint64_t received = 0;
+  uint64_t rejected = 0;
+};
+
+class FabricView {
+ public:
+  virtual ~FabricView() = default;
+  // NODE's kernel (a node index of the run's topology)
+  virtual testbed::Result<std::vector<testbed::RouteEntry>> routes(int node, int family) = 0;
+  virtual testbed::Result<std::vector<testbed::NexthopInfo>> nexthops(int node) = 0;
+  // every resilient group's buckets: group id → nexthop id per bucket
+  virtual testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) = 0;
+  // gobgpd on NODE: every path of FAMILY, or of PREFIX alone
+  virtual testbed::Result<std::vector<testbed::BgpRoute>> rib(int node, int family, const std::string& prefix = "") = 0;
+  virtual testbed::Result<std::vector<SessionCounts>> sessions(int node) = 0;
+};
+
+class LiveFabric : public FabricView {
+ public:
+  explicit LiveFabric(testbed::LiveRun& run) : run_(run) {}
+  testbed::Result<std::vector<testbed::RouteEntry>> routes(int node, int family) override;
+  testbed::Result<std::vector<testbed::NexthopInfo>> nexthops(int node) override;
+  testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override;
+  testbed::Result<std::vector<testbed::BgpRoute>> rib(int node, int family, const std::string& prefix) override;
+  testbed::Result<std::vector<SessionCounts>> sessions(int node) override;
+
+ private:
+  testbed::LiveRun& run_;
+};
+
+// Each job host's task-IP group at its rack switch, read through a view:
+// one route dump and one nexthop dump per switch, however many hosts.
+class TaskGroups {
+ public:
+  TaskGroups(const testbed::Topology& topo, FabricView& fabric) : topo_(topo), fabric_(fabric) {}
+  // the IPv4 task prefix of HOST ("198.19.0.1/32")
+  std::string prefix(const std::string& host) const;
+  int switch_of(const std::string& host) const;
+  // HOST → its group id at its switch (0: no route, or one without a group)
+  testbed::Result<std::map<std::string, uint32_t>> ids(const std::vector<std::string>& hosts);
+  // HOST → its group's members; a dump that fails counts as no members
+  std::map<std::string, std::vector<uint32_t>> members(const std::vector<std::string>& hosts);
+  // HOST → its group's buckets (nexthop id per bucket)
+  testbed::Result<std::map<std::string, std::vector<uint32_t>>> buckets(const std::vector<std::string>& hosts);
+  bool all_have(const std::vector<std::string>& hosts, size_t count);
+
+ private:
+  const testbed::Topology& topo_;
+  FabricView& fabric_;
+};
+
+}  // namespace lanes::scenarios

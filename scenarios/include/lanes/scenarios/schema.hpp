@@ -1,0 +1,26 @@
+#pragma once
+// What a scenario step's attributes may hold: the loader checks every step
+// against these declarations, at file:line. Step types that are plug-ins
+// (live_assertion.hpp) declare their own.
+
+#include <vector>
+
+namespace lanes::scenarios {
+
+// hosts/servers: comma-separated lists of job hosts/servers; rack: a rack
+// (a step on every job host of it)
+enum class Kind {
+  text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers,
+  rack, choice, phase, workload, mark, timeref
+};
+
+struct Attr {
+  const char* name;
+  Kind kind;
+  bool required = false;
+  const char* choices = nullptr;  // Kind::choice: "a|b|c"
+};
+
+using Attrs = std::vector<Attr>;
+
+}  // namespace lanes::scenarios

@@ -1,0 +1,105 @@
+#include "lanes/scenarios/fabric_view.hpp"
+
+#include <sys/socket.h>
+
+#include "lanes/switch/switches.hpp"
+
+namespace lanes::scenarios {
+
+namespace tb = lanes::testbed;
+
+tb::Result<std::vector<tb::RouteEntry>> LiveFabric::routes(int node, int family) {
+  return run_.tb().netlink(node).route_entries(family);
+}
+
+tb::Result<std::vector<tb::NexthopInfo>> LiveFabric::nexthops(int node) { return run_.tb().netlink(node).nexthops(); }
+
+tb::Result<std::map<uint32_t, std::vector<uint32_t>>> LiveFabric::buckets(int node) {
+  return run_.tb().netlink(node).all_nexthop_buckets();
+}
+
+tb::Result<std::vector<tb::BgpRoute>> LiveFabric::rib(int node, int family, const std::string& prefix) {
+  auto client = tb::GobgpClient::connect(run_.tb().netns(node).fd());
+  if (!client) return client.error();
+  return client.value().routes(family, prefix);
+}
+
+tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
+  auto status = tb::switch_status_json(run_.registry(), run_.id(), run_.topology().nodes.at(static_cast<size_t>(node)),
+                                       run_.tb().netns(node).fd());
+  if (status.contains("error")) return tb::os_error(EIO, status["error"].get<std::string>());
+  std::vector<SessionCounts> out;
+  for (const auto& s : status.value("sessions", nlohmann::json::array()))
+    out.push_back({s.value("neighbor", ""), s.value("received", uint64_t{0}), s.value("rejected", uint64_t{0})});
+  return out;
+}
+
+std::string TaskGroups::prefix(const std::string& host) const {
+  return topo_.nodes.at(static_cast<size_t>(topo_.find_node(host))).job->task_ip4.to_string() + "/32";
+}
+
+int TaskGroups::switch_of(const std::string& host) const {
+  const auto& n = topo_.nodes.at(static_cast<size_t>(topo_.find_node(host)));
+  return topo_.racks.at(static_cast<size_t>(n.rack)).switch_node;
+}
+
+tb::Result<std::map<std::string, uint32_t>> TaskGroups::ids(const std::vector<std::string>& hosts) {
+  std::map<int, std::map<std::string, uint32_t>> group_of;  // switch → prefix → group
+  std::map<std::string, uint32_t> out;
+  for (const auto& h : hosts) {
+    int sw = switch_of(h);
+    if (!group_of.count(sw)) {
+      auto routes = fabric_.routes(sw, AF_INET);
+      if (!routes) return routes.error();
+      auto& of = group_of[sw];
+      for (const auto& r : routes.value()) of[r.dst] = r.nh_id;
+    }
+    auto it = group_of[sw].find(prefix(h));
+    out[h] = it == group_of[sw].end() ? 0 : it->second;
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<uint32_t>> TaskGroups::members(const std::vector<std::string>& hosts) {
+  std::map<std::string, std::vector<uint32_t>> out;
+  for (const auto& h : hosts) out[h] = {};
+  auto ids_of = ids(hosts);
+  if (!ids_of) return out;  // asked again by whoever waits
+  std::map<int, std::map<uint32_t, std::vector<uint32_t>>> groups;  // switch → group → members
+  for (const auto& [h, g] : ids_of.value()) {
+    int sw = switch_of(h);
+    if (!groups.count(sw)) {
+      auto& of = groups[sw];
+      if (auto nhs = fabric_.nexthops(sw))
+        for (const auto& n : nhs.value())
+          for (auto [id, w] : n.members) of[n.id].push_back(id);
+    }
+    if (g) out[h] = groups[sw][g];
+  }
+  return out;
+}
+
+tb::Result<std::map<std::string, std::vector<uint32_t>>> TaskGroups::buckets(const std::vector<std::string>& hosts) {
+  auto ids_of = ids(hosts);
+  if (!ids_of) return ids_of.error();
+  std::map<int, std::map<uint32_t, std::vector<uint32_t>>> all;
+  std::map<std::string, std::vector<uint32_t>> out;
+  for (const auto& [h, g] : ids_of.value()) {
+    int sw = switch_of(h);
+    if (!all.count(sw)) {
+      auto b = fabric_.buckets(sw);
+      if (!b) return b.error();
+      all[sw] = std::move(b).value();
+    }
+    out[h] = all[sw].count(g) ? all[sw].at(g) : std::vector<uint32_t>{};
+  }
+  return out;
+}
+
+bool TaskGroups::all_have(const std::vector<std::string>& hosts, size_t count) {
+  for (const auto& [h, m] : members(hosts))
+    if (m.size() != count) return false;
+  return true;
+}
+
+}  // namespace lanes::scenarios

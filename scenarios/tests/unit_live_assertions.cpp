@@ -1,0 +1,228 @@
+// unit tier: the live assertions over a fake fabric — what each one
+// concludes from routes, groups, RIB paths and session counts, without root.
+
+#include <sys/socket.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "assertions/live_assertions.hpp"
+#include "lanes/core/topology_loader.hpp"
+#include "lanes/scenarios/fabric_view.hpp"
+#include "support.hpp"
+
+using namespace lanes::scenarios;
+namespace tb = lanes::testbed;
+
+namespace {
+
+// A fabric whose answers the test writes.
+class FakeFabric : public FabricView {
+ public:
+  std::map<std::pair<int, int>, std::vector<tb::RouteEntry>> fib;  // (node, family)
+  std::map<int, std::vector<tb::NexthopInfo>> groups;
+  std::map<int, std::map<uint32_t, std::vector<uint32_t>>> bucket_table;
+  std::map<std::pair<int, int>, std::vector<tb::BgpRoute>> paths;  // (node, family)
+  std::map<int, std::vector<SessionCounts>> counts;
+  int rib_calls = 0;
+
+  tb::Result<std::vector<tb::RouteEntry>> routes(int node, int family) override { return fib[{node, family}]; }
+  tb::Result<std::vector<tb::NexthopInfo>> nexthops(int node) override { return groups[node]; }
+  tb::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override { return bucket_table[node]; }
+  tb::Result<std::vector<tb::BgpRoute>> rib(int node, int family, const std::string& prefix) override {
+    ++rib_calls;
+    std::vector<tb::BgpRoute> out;
+    for (const auto& r : paths[{node, family}])
+      if (prefix.empty() || r.prefix == prefix) out.push_back(r);
+    return out;
+  }
+  tb::Result<std::vector<SessionCounts>> sessions(int node) override { return counts[node]; }
+
+  // PREFIX at NODE points at group GROUP with MEMBERS
+  void group(int node, const std::string& prefix, uint32_t id, std::vector<uint32_t> members) {
+    tb::RouteEntry r;
+    r.family = AF_INET;
+    r.dst = prefix;
+    r.nh_id = id;
+    fib[{node, AF_INET}].push_back(r);
+    tb::NexthopInfo g;
+    g.id = id;
+    g.is_group = true;
+    for (auto m : members) g.members.emplace_back(m, 1);
+    groups[node].push_back(g);
+  }
+  void route(int node, int family, const std::string& prefix) {
+    tb::RouteEntry r;
+    r.family = family;
+    r.dst = prefix;
+    fib[{node, family}].push_back(r);
+  }
+};
+
+struct Rig {
+  tb::Topology topo;
+  FakeFabric fabric;
+  int polls = 0;
+  explicit Rig(const char* file) : topo(tb::load_topology(lanes::test::topology(file))) {}
+  LiveContext context() {
+    return LiveContext{topo, fabric, {{"start", 0.0}}, [] { return std::vector<lanes::reports::Series>{}; }, {},
+                       // no clock: one look, as a wait whose time is up would end
+                       [this](const std::function<bool()>& pred, std::chrono::milliseconds, std::chrono::milliseconds) {
+                         ++polls;
+                         return pred();
+                       },
+                       {}};
+  }
+  Step step(const char* type, std::map<std::string, std::string> attrs) {
+    Step s;
+    s.element = "assert";
+    s.type = type;
+    s.attrs = std::move(attrs);
+    return s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("live assertions: every type is registered once and declares its attributes", "[unit]") {
+  std::set<std::string> types;
+  for (const auto* a : live_assertions()) {
+    CHECK(types.insert(a->type()).second);
+    CHECK_FALSE(a->attrs().empty());
+    CHECK(find_live_assertion(a->type()) == a);
+  }
+  CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "no-task-routes",
+                                       "hijack-rejected"});
+  CHECK(find_live_assertion("throughput-ratio") == nullptr);  // a post-run assertion
+}
+
+TEST_CASE("live assertion members: passes with four next hops, fails with three and says how many", "[unit]") {
+  Rig r("laptop.xml");
+  int sw = r.topo.find_node("r1-tor");
+  r.fabric.group(sw, "198.19.0.1/32", 100001, {1000, 1002, 1004, 1006});
+  r.fabric.group(sw, "198.19.0.2/32", 100002, {1008, 1010, 1012});
+  auto ctx = r.context();
+  auto ok = MembersAssertion().check(r.step("members", {{"host", "h1"}, {"count", "4"}}), ctx);
+  CHECK(ok.passed);
+  CHECK(ok.name == "members h1");
+  CHECK(ok.measured == "4");
+  auto short_one = MembersAssertion().check(r.step("members", {{"host", "h2"}, {"count", "4"}}), ctx);
+  CHECK_FALSE(short_one.passed);
+  CHECK(short_one.measured == "3");
+  auto rack = MembersAssertion().check(r.step("members", {{"rack", "r1"}, {"count", "4"}}), ctx);
+  CHECK_FALSE(rack.passed);
+  CHECK(rack.measured == "1 of 2 groups");
+  // a task IP with no route at all has no members
+  FakeFabric empty;
+  LiveContext bare{r.topo, empty, {}, {}, {}, ctx.eventually, {}};
+  auto none = MembersAssertion().check(r.step("members", {{"host", "h1"}, {"count", "4"}}), bare);
+  CHECK_FALSE(none.passed);
+  CHECK(none.measured == "0");
+}
+
+TEST_CASE("live assertion no-task-routes: a spine with only aggregates passes, one task /32 fails", "[unit]") {
+  Rig r("two-racks.xml");
+  int spine = r.topo.find_node("spine1");
+  const auto& r1 = r.topo.racks.at(0);
+  r.fabric.route(spine, AF_INET, r1.block4.to_string());
+  r.fabric.route(spine, AF_INET6, r1.block6.to_string());
+  auto ctx = r.context();
+  auto clean = NoTaskRoutes().check(r.step("no-task-routes", {{"node", "spine1"}}), ctx);
+  CHECK(clean.passed);
+  CHECK(clean.measured == "0 in the FIB, 0 in the RIB (2 task aggregates)");
+  // a task IP of rack r1 learnt by the spine's BGP: a leak
+  std::string task = r.topo.nodes.at(static_cast<size_t>(r.topo.find_node("r1h1"))).job->task_ip4.to_string() + "/32";
+  r.fabric.paths[{spine, AF_INET}].push_back({task, "198.18.0.9", "198.18.0.9", true});
+  auto leak = NoTaskRoutes().check(r.step("no-task-routes", {{"node", "spine1"}}), ctx);
+  CHECK_FALSE(leak.passed);
+  CHECK(leak.measured.find("1 in the RIB") != std::string::npos);
+  CHECK(leak.measured.find(task) != std::string::npos);
+  // no aggregate either: nothing reached the node, which is no pass
+  FakeFabric empty;
+  LiveContext bare{r.topo, empty, {}, {}, {}, ctx.eventually, {}};
+  auto nothing = NoTaskRoutes().check(r.step("no-task-routes", {{"node", "spine1"}}), bare);
+  CHECK_FALSE(nothing.passed);
+  CHECK(nothing.message == "no task aggregate reached this node either");
+}
+
+TEST_CASE("live assertion no-task-routes: a rack switch may hold its own rack's task routes", "[unit]") {
+  Rig r("two-racks.xml");
+  int tor = r.topo.racks.at(0).switch_node;
+  auto task_of = [&](const char* h) {
+    return r.topo.nodes.at(static_cast<size_t>(r.topo.find_node(h))).job->task_ip4.to_string() + "/32";
+  };
+  r.fabric.route(tor, AF_INET, task_of("r1h1"));                        // its own: fine
+  r.fabric.route(tor, AF_INET, r.topo.racks.at(1).block4.to_string());  // the other rack's aggregate
+  auto ctx = r.context();
+  CHECK(NoTaskRoutes().check(r.step("no-task-routes", {{"node", r.topo.nodes[tor].name}}), ctx).passed);
+  r.fabric.route(tor, AF_INET, task_of("r2h1"));  // the other rack's task IP: a leak into this rack
+  CHECK_FALSE(NoTaskRoutes().check(r.step("no-task-routes", {{"node", r.topo.nodes[tor].name}}), ctx).passed);
+}
+
+TEST_CASE("live assertion hijack-rejected: rejected, every path the victim's, else it fails", "[unit]") {
+  Rig r("laptop.xml");
+  int sw = r.topo.find_node("r1-tor");
+  const auto& h1 = r.topo.nodes.at(static_cast<size_t>(r.topo.find_node("h1")));
+  const auto& h2 = r.topo.nodes.at(static_cast<size_t>(r.topo.find_node("h2")));
+  std::string prefix = h1.job->task_ip4.to_string() + "/32";
+  r.fabric.group(sw, prefix, 100001, {1000, 1002, 1004, 1006});
+  for (const auto& nic : h1.nics)
+    r.fabric.paths[{sw, AF_INET}].push_back({prefix, nic.job_addr4.addr.to_string(), nic.job_addr4.addr.to_string(), true});
+  for (const auto& nic : h2.nics) r.fabric.counts[sw].push_back({nic.job_addr4.addr.to_string(), 2, 1});
+  auto ctx = r.context();
+  auto st = r.step("hijack-rejected", {{"victim", "h1"}, {"rogue", "h2"}});
+  auto ok = HijackRejected().check(st, ctx);
+  CHECK(ok.passed);
+  CHECK(ok.measured == "4 rejected from h2; 4 paths, 0 not from h1");
+  // one rogue path got in
+  std::string rogue_nh = h2.nics[0].job_addr4.addr.to_string();
+  r.fabric.paths[{sw, AF_INET}].push_back({prefix, rogue_nh, rogue_nh, false});
+  auto leak = HijackRejected().check(st, ctx);
+  CHECK_FALSE(leak.passed);
+  CHECK(leak.measured == "4 rejected from h2; 5 paths, 1 not from h1");
+  // nothing rejected (the switch accepted or never saw the claim): no pass either
+  r.fabric.paths[{sw, AF_INET}].pop_back();
+  for (auto& c : r.fabric.counts[sw]) c.rejected = 0;
+  CHECK_FALSE(HijackRejected().check(st, ctx).passed);
+}
+
+TEST_CASE("live assertion healthy-flows-kept: reads what the fault recorded", "[unit]") {
+  Rig r("laptop.xml");
+  auto ctx = r.context();
+  auto st = r.step("healthy-flows-kept", {{"fault", "down"}});
+  auto missing = HealthyFlowsKept().check(st, ctx);
+  CHECK_FALSE(missing.passed);
+  CHECK(missing.measured == "the fault recorded no buckets");
+  ctx.faults["down"] = {{"moved_healthy", 0}, {"healthy_buckets", 96}, {"group_shrunk", true}};
+  CHECK(HealthyFlowsKept().check(st, ctx).passed);
+  ctx.faults["down"]["moved_healthy"] = 3;
+  auto moved = HealthyFlowsKept().check(st, ctx);
+  CHECK_FALSE(moved.passed);
+  CHECK(moved.measured == "3 of 96 healthy buckets moved");
+  ctx.faults["down"] = {{"moved_healthy", 0}, {"healthy_buckets", 96}, {"group_shrunk", false}};
+  CHECK(HealthyFlowsKept().check(st, ctx).message == "the group did not drop the failed NIC");
+}
+
+TEST_CASE("live assertion rate-ratio: the host's NICs between two marks against a baseline", "[unit]") {
+  Rig r("laptop.xml");
+  auto ctx = r.context();
+  ctx.marks = {{"start", 0.0}, {"down", 10.0}};
+  ctx.series = [] {
+    std::vector<lanes::reports::Series> out;
+    for (int nic = 0; nic < 4; ++nic) {
+      lanes::reports::Series s;
+      s.name = "h1 nic" + std::to_string(nic) + " rx";
+      s.interval_s = 1.0;
+      for (int t = 0; t < 20; ++t) s.values.push_back(nic == 2 && t >= 10 ? 0.0 : 0.5);  // NIC 2 down at 10 s
+      out.push_back(s);
+    }
+    return out;
+  };
+  auto st = r.step("rate-ratio", {{"host", "h1"}, {"from", "down+1s"}, {"to", "down+8s"}, {"base-from", "start+1s"},
+                                  {"base-to", "start+8s"}, {"min", "0.65"}, {"max", "0.85"}});
+  auto a = RateRatio().check(st, ctx);
+  CHECK(a.passed);
+  CHECK(a.measured.rfind("0.75", 0) == 0);
+  CHECK(ctx.figures.at("rate_ratio_h1") == Approx(0.75));
+}
