@@ -192,9 +192,11 @@ TEST_CASE("a NIC going down gets no new flows and its flows move without a reset
     std::thread t([&] {
       rc = env.in_job(h, {"iperf3", "-c", "198.18.128.33", "-p", "5201", "-P", "16", "-t", "6"});
     });
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    // the streams are under way on every NIC before one fails
+    CHECK(lanes::test::traffic_flowing(hnl, {"nic0", "nic1", "nic2", "nic3"}, 20'000'000));
     REQUIRE(hnl.set_link_up(nic2, false, "nic2").ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // what NIC 2 had in flight is out once the others have sent 5 MB more
+    CHECK(lanes::test::traffic_flowing(hnl, {"nic0", "nic1", "nic3"}, 5'000'000));
     auto mid = env.nic_tx(h);
     t.join();
     auto end = env.nic_tx(h);

@@ -36,7 +36,8 @@ TEST_CASE("traffic engine carries a restore into the task IP through a NIC failu
   auto recv = lanes::test::start_receiver(job.fd(), 5302, 16, out);
   int h1 = run.node("h1");
   std::thread fault([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    // mid-transfer: once storage has sent 50 MB of the restore
+    (void)lanes::test::traffic_flowing(run.tb().netlink(run.node("storage")), {"eth0"}, 50'000'000);
     (void)run.tb().netlink(h1).set_link_up(run.tb().ifindex(h1, "nic2").value(), false, "nic2");
   });
   auto s = lanes::test::send(run.tb().netns(run.node("storage")).fd(), "198.19.0.1", 5302, 16, 25'000'000);

@@ -30,6 +30,23 @@ inline void wait_listening(int ns_fd, int port) {
   if (!eventually([&] { return listening(ns_fd, port); })) throw std::runtime_error("nothing listens on port " + std::to_string(port));
 }
 
+// True once the links of NL named IFNAMES have together sent BYTES more
+// than when asked (a transfer is under way), within TIMEOUT: a bounded
+// wait on what the kernel counts, where a test would otherwise sleep.
+inline bool traffic_flowing(testbed::Netlink& nl, const std::vector<std::string>& ifnames, uint64_t bytes,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(15'000)) {
+  auto sent = [&] {
+    uint64_t n = 0;
+    if (auto links = nl.links())
+      for (const auto& l : links.value())
+        for (const auto& i : ifnames)
+          if (l.name == i) n += l.tx_bytes;
+    return n;
+  };
+  uint64_t start = sent();
+  return eventually([&] { return sent() >= start + bytes; }, timeout, std::chrono::milliseconds(20));
+}
+
 class ScopedRun {
  public:
   // WITH_SWITCHES: also start the run's supervisor (gobgpd and the FIB

@@ -146,7 +146,7 @@ TEST_CASE("a NIC failure moves only its own flows and its next hop returns with 
   auto server = iperf_server(run, "h1", "198.19.0.1", 5202);
   nlohmann::json res;
   std::thread client([&] { res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5202", "-t", "6", "-P", "64"}); });
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  CHECK(lanes::test::traffic_flowing(run.tb().netlink(run.node("storage")), {"eth0"}, 50'000'000));
   REQUIRE(run.tb().netlink(h1n).set_link_up(run.tb().ifindex(h1n, "nic2").value(), false, "nic2").ok());
   CHECK(eventually([&] { return group_members(sw, "198.19.0.1/32").size() == 3; }));
   auto after = sw.nexthop_buckets(group);
@@ -254,7 +254,7 @@ TEST_CASE("FIB agent killed during traffic is restarted and matches the RIB with
   auto server = iperf_server(run, "h1", "198.19.0.1", 5203);
   nlohmann::json res;
   std::thread client([&] { res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5203", "-t", "5", "-P", "16"}); });
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  CHECK(lanes::test::traffic_flowing(run.tb().netlink(run.node("storage")), {"eth0"}, 20'000'000));
   pid_t agent = daemon_pid(run, "r1-tor", "fib-agent");
   REQUIRE(agent > 0);
   ::kill(agent, SIGKILL);
@@ -292,7 +292,7 @@ TEST_CASE("gobgpd killed during an ingress transfer: groups stay until sessions 
   auto server = iperf_server(run, "h1", "198.19.0.1", 5204);
   nlohmann::json res;
   std::thread client([&] { res = iperf_client(run, "storage", {"-c", "198.19.0.1", "-p", "5204", "-t", "20", "-P", "8"}); });
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  CHECK(lanes::test::traffic_flowing(run.tb().netlink(run.node("storage")), {"eth0"}, 20'000'000));
   pid_t gobgpd = daemon_pid(run, "r1-tor", "gobgpd");
   REQUIRE(gobgpd > 0);
   ::kill(gobgpd, SIGKILL);

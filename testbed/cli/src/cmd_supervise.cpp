@@ -1,0 +1,45 @@
+// `lanes supervise`.
+
+#include "commands.hpp"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "lanes/core/process.hpp"
+#include "lanes/core/run_registry.hpp"
+#include "lanes/core/supervisor.hpp"
+
+namespace po = boost::program_options;
+
+namespace lanes::testbed::commands {
+
+int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+  po::options_description desc("options");
+  std::string run, state_dir = RunRegistry::default_base(), owner;
+  desc.add_options()("run", po::value(&run)->required(), "run id")(
+      "state-dir", po::value(&state_dir), "the run's state dir")(
+      "owner", po::value(&owner), "PID:START_TIME of the lanes process the run belongs to while it is held");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("supervise"), desc, pos, vm, out,
+             "Internal: started by 'lanes up'. Runs gobgpd and the FIB agent on every switch of RUN,\n"
+             "restarts them when they exit and records it in the run's events.jsonl."))
+    return kExitOk;
+  if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
+  SupervisorOwner o;
+  if (!owner.empty()) {
+    auto colon = owner.find(':');
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(owner);
+      o.pid = static_cast<pid_t>(std::stol(owner.substr(0, colon)));
+      o.start_time = std::stoull(owner.substr(colon + 1));
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--owner {}: expected PID:START_TIME", owner));
+    }
+  }
+  return run_supervisor(RunRegistry(state_dir), run, o);
+}
+
+}  // namespace lanes::testbed::commands

@@ -1,0 +1,130 @@
+// `lanes up`.
+
+#include "commands.hpp"
+
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "lanes/core/interrupt.hpp"
+#include "lanes/core/limits.hpp"
+#include "lanes/core/live_run.hpp"
+#include "lanes/core/log.hpp"
+#include "lanes/core/netns.hpp"
+#include "lanes/core/topology_loader.hpp"
+#include "lanes/switch/convergence.hpp"
+
+namespace po = boost::program_options;
+
+namespace lanes::testbed::commands {
+
+int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::string file, run_id;
+  desc.add_options()("file", po::value(&file)->required(), "topology file")(
+      "run-id", po::value(&run_id), "run id (1-8 of a-z, 0-9); default: a fresh random one")(
+      "wait", po::value<std::string>()->implicit_value("120s")->value_name("TIMEOUT"),
+      "wait until BGP has converged (read from the switches' kernels), at most TIMEOUT (default 120s)")(
+      "json", "print the result as JSON");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("up"), desc, pos, vm, out,
+             "Builds the topology (a network namespace per node, a veth pair per link, addresses,\n"
+             "TBF line rates) and leaves it running. 'lanes down RUN' removes it.\n"
+             "With --wait it returns once BGP has converged: every job's task IP (IPv4 and IPv6)\n"
+             "has one next hop per NIC at its rack switch and every switch routes to every rack;\n"
+             "if that does not happen in time the run stays up and lanes exits 1."))
+    return kExitOk;
+  std::optional<std::chrono::milliseconds> wait;
+  if (vm.count("wait")) {
+    std::chrono::milliseconds d{0};
+    if (!parse_duration(vm["wait"].as<std::string>(), d) || d.count() <= 0)
+      throw UsageError(fmt::format("--wait '{}': give a duration such as 60s or 500ms", vm["wait"].as<std::string>()));
+    wait = d;
+  }
+  Topology topo = load_topology(file);  // bad input: exit 2, nothing created
+  for (const auto& w : footprint_warnings(estimate_footprint(topo), read_machine_limits()))
+    err << "lanes up: warning: " << file << ": on this machine " << w << "\n";
+  RunRegistry reg;
+  if (vm.count("run-id") && !RunRegistry::valid_id(run_id))
+    throw UsageError(fmt::format("--run-id '{}': use 1-8 characters of a-z and 0-9", run_id));
+  if (!have_privileges(err, "up")) return kExitFailure;
+  if (run_id.empty()) run_id = reg.new_id();
+  if (reg.exists(run_id) || !list_netns(RunRegistry::netns_prefix(run_id)).empty()) {
+    err << "lanes up: run id '" << run_id << "' is already in use (lanes status; lanes down " << run_id
+        << ")\n";
+    return kExitBadInput;
+  }
+  install_interrupt_handlers();  // ^C while building: roll back, then exit
+  auto run = LiveRun::start(topo, reg, {run_id, read_file(file), std::filesystem::absolute(file).string()});
+  if (!run) {
+    err << "lanes up: " << run.error().what() << "\n";
+    return kExitFailure;
+  }
+  log::add_file_sink(run.value().dir() + "/lanes.log");
+  std::chrono::microseconds switches_us = run.value().daemons_took();
+  const BuildTimings tm = run.value().tb().timings();
+  std::optional<Convergence> conv;
+  std::chrono::milliseconds converge_took{0};
+  if (wait) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      conv = check_convergence(topo, [&](int node) -> Netlink& { return run.value().tb().netlink(node); });
+      converge_took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      if (conv->done() || converge_took >= *wait || interrupted()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  run.value().keep();
+  // what exists, counted as status and down count it: nodes and job containers
+  size_t namespaces = list_netns(RunRegistry::netns_prefix(run_id)).size();
+  if (vm.count("json")) {
+    nlohmann::json j = {{"run_id", run_id},
+                        {"topology", topo.name},
+                        {"namespaces", namespaces},
+                        {"nodes", topo.nodes.size()},
+                        {"links", topo.links.size()},
+                        {"timings_ms",
+                         {{"namespaces", tm.namespaces.count() / 1000.0},
+                          {"links", tm.links.count() / 1000.0},
+                          {"addresses", tm.addresses.count() / 1000.0},
+                          {"qdiscs", tm.qdiscs.count() / 1000.0},
+                          {"total", tm.total.count() / 1000.0},
+                          {"switches", switches_us.count() / 1000.0}}}};
+    if (conv)
+      j["converged"] = {{"done", conv->done()},
+                        {"after_ms", converge_took.count()},
+                        {"task_ips", conv->task_ips},
+                        {"task_ips_full", conv->task_ips_full},
+                        {"aggregates", conv->aggregates},
+                        {"aggregates_present", conv->aggregates_present},
+                        {"missing", conv->first_missing}};
+    out << j.dump(2) << "\n";
+  } else {
+    out << fmt::format("run {} is up: {} namespaces, {} links in {}{} (lanes status {}; lanes down {})\n", run_id,
+                       namespaces, topo.links.size(), fmt_ms(tm.total),
+                       switches_us.count() ? fmt::format(", daemons started in {}", fmt_ms(switches_us)) : "",
+                       run_id, run_id);
+    if (conv && conv->done())
+      out << fmt::format("BGP converged {} after the daemons started: {} task IPs with a next hop per NIC, {} "
+                         "rack routes\n",
+                         fmt_ms(converge_took), conv->task_ips, conv->aggregates);
+  }
+  if (conv && !conv->done()) {
+    err << fmt::format("lanes up: BGP had not converged after {}: {} of {} task IPs full, {} of {} rack routes; "
+                       "first missing: {} (the run stays up: lanes down {})\n",
+                       fmt_ms(converge_took), conv->task_ips_full, conv->task_ips, conv->aggregates_present,
+                       conv->aggregates, conv->first_missing, run_id);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+}  // namespace lanes::testbed::commands
