@@ -269,4 +269,21 @@ Status deploy_all(DeployContext& ctx) {
   return {};
 }
 
+nlohmann::json HostRole::status(const RunRegistry& reg, const std::string& run_id, const Node& node, int,
+                                bool detailed) const {
+  if (node.kind != NodeKind::host || !node.job) return nullptr;
+  // the host agent's view: NIC state, counters, BPF flows per NIC
+  try {
+    std::ifstream in(host_agent_files(reg.layout(run_id), node.name).state);
+    if (!in) return nullptr;
+    auto st = nlohmann::json::parse(in);
+    st.erase("flows");
+    if (!detailed) return {{"nics", st.value("nics", nlohmann::json::array())}};
+    st["container_netns"] = job_netns(run_id, node.name);
+    return st;
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 }  // namespace lanes::hostnet

@@ -262,6 +262,7 @@ class PhaseRun {
     say(fmt::format("phase {}: bringing up {}{}", ph_.name, topo_.name, describe_overrides()));
     tb::LiveRunOptions lo{"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir};
     lo.held = true;  // a run of lanes run is dead once lanes run is (until --keep leaves it up)
+    lo.roles = opt_.roles;
     if (!opt_.run_id_prefix.empty()) {
       int n = opt_.phase_seq ? ++*opt_.phase_seq : 1;
       lo.run_id = opt_.run_id_prefix + std::to_string(n);

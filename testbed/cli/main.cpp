@@ -1,16 +1,21 @@
+// The lanes executable: the one composition root. It makes the node roles
+// a run is made of — the switches, the hosts' job containers, the VIP
+// injectors, deployed in this order — registers the scenario commands and
+// runs the command line.
+
 #include <iostream>
+#include <memory>
 
 #include "lanes/cli/cli.hpp"
 #include "lanes/cli/scenario_commands.hpp"
-#include "lanes/core/deploy.hpp"
 #include "lanes/hostnet/hostnet.hpp"
 #include "lanes/switch/switches.hpp"
 #include "lanes/vip/deploy.hpp"
 
 int main(int argc, char** argv) {
-  lanes::testbed::register_deployer("switches", lanes::testbed::deploy_switches);
-  lanes::testbed::register_deployer("hostnet", lanes::hostnet::deploy_all);
-  lanes::testbed::register_deployer("vip", lanes::vip::deploy_injectors);
+  lanes::testbed::CliContext cli;
+  cli.roles = {std::make_shared<lanes::testbed::SwitchRole>(), std::make_shared<lanes::hostnet::HostRole>(),
+               std::make_shared<lanes::vip::InjectorRole>()};
   lanes::scenarios::register_commands();
-  return lanes::testbed::run_cli(argc, argv, std::cout, std::cerr);
+  return lanes::testbed::run_cli(cli, argc, argv, std::cout, std::cerr);
 }

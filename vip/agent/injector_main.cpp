@@ -77,15 +77,12 @@ int main(int argc, char** argv) {
   };
   state_file.publish(speaker.state());  // ready
   publish();
-  auto next_publish = Clock::now();
+  // after every wake: the speaker's timers and dials, then the state file
+  // if one of its numbers moved (rendered only then)
   loop.run([&]() -> std::optional<Clock::time_point> {
-    auto now = Clock::now();
-    auto wake = speaker.turn(now);
-    if (now >= next_publish) {
-      publish();
-      next_publish = now + std::chrono::milliseconds(500);
-    }
-    return std::min(wake, next_publish);
+    auto wake = speaker.turn(Clock::now());
+    publish();
+    return wake;
   });
   // graceful stop: withdraw everything, then Cease
   speaker.stop();

@@ -86,4 +86,16 @@ Status claim_task_ips(const RunLayout& run, const std::string& host, const std::
   return write_config(f.config, c);
 }
 
+nlohmann::json InjectorRole::status(const RunRegistry& reg, const std::string& run_id, const Node& node, int,
+                                    bool) const {
+  if (node.kind != NodeKind::host || !node.job) return nullptr;
+  try {
+    std::ifstream in(injector_files(reg.layout(run_id), node.name).state);
+    if (!in) return nullptr;
+    return nlohmann::json::parse(in);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
 }  // namespace lanes::vip

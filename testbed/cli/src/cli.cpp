@@ -131,7 +131,7 @@ void register_command(const char* name, const char* args, const char* summary, C
   registered().push_back({name, args, summary, fn});
 }
 
-int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+int run_cli(const CliContext& cli, int argc, char** argv, std::ostream& out, std::ostream& err) {
   std::vector<std::string> args(argv + 1, argv + argc);
   // global options come before the command
   size_t i = 0;
@@ -176,7 +176,7 @@ int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   for (const auto& c : all_commands()) {
     if (name != c.name) continue;
     try {
-      return c.fn(rest, out, err);
+      return c.fn(cli, rest, out, err);
     } catch (const InputError& e) {
       err << e.what() << "\n";
       return kExitBadInput;

@@ -24,7 +24,7 @@ std::string pids_text(const std::vector<pid_t>& pids) {
   return s;
 }
 
-int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_down([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::string run;
   desc.add_options()("run", po::value(&run), "run id (may be omitted when only one run exists)")(
@@ -77,7 +77,7 @@ int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostre
   return rc;
 }
 
-int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_clean([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   desc.add_options()("all", "also take down runs that are up (every run no lanes process is using)")(
       "dry-run,n", "list what a clean would remove, and remove nothing");

@@ -17,7 +17,7 @@ namespace po = boost::program_options;
 
 namespace lanes::testbed::commands {
 
-int cmd_exec(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_exec([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   auto dd = std::find(args.begin(), args.end(), "--");
   std::vector<std::string> before(args.begin(), dd);
   std::vector<std::string> command;

@@ -13,7 +13,7 @@ namespace po = boost::program_options;
 
 namespace lanes::testbed::commands {
 
-int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   desc.add_options()("json", "print JSON");
   po::positional_options_description pos;

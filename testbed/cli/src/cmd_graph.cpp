@@ -13,7 +13,7 @@ namespace po = boost::program_options;
 
 namespace lanes::testbed::commands {
 
-int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int cmd_graph([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   po::options_description desc("options");
   std::string file, format = "dot";
   desc.add_options()("file", po::value(&file)->required(), "topology file")(

@@ -16,12 +16,10 @@
 #include <thread>
 
 #include "lanes/core/netns.hpp"
+#include "lanes/core/role.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "lanes/core/supervisor.hpp"
 #include "lanes/core/topology_loader.hpp"
-#include "lanes/hostnet/host_agent.hpp"
-#include "lanes/switch/switches.hpp"
-#include "lanes/vip/deploy.hpp"
 
 namespace po = boost::program_options;
 
@@ -100,7 +98,7 @@ nlohmann::json interfaces_json(int ns_fd, const std::string& nsname, int node,
 // its daemons' view. Gathered in parallel: a fleet (1062 nodes, 20 switches
 // asked by gobgp three times each) took 10.6 s one node after another.
 // ONLY (if not empty): just these nodes.
-nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id, const Topology& full,
+nlohmann::json run_detail_json(const Roles& roles, const RunRegistry& reg, const std::string& id, const Topology& full,
                                const std::set<std::string>& only = {}) {
   nlohmann::json j = run_summary_json(reg, id);
   const Topology* topo = &full;
@@ -134,45 +132,20 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id, co
     if (ns) netns[i] = std::move(ns).value();
     nodes[i] = std::move(jn);
   }
-  // the switches' gobgpd (each answer a gobgp process) beside the kernels
-  std::vector<size_t> switches;
-  for (size_t i = 0; i < count; ++i)
-    if (netns[i] && (topo->nodes[i].kind == NodeKind::rack_switch || topo->nodes[i].kind == NodeKind::spine))
-      switches.push_back(i);
-  std::vector<nlohmann::json> bgp_of(switches.size());
-  std::thread bgp([&] {
-    parallel_for(switches.size(), 4, [&](size_t k) {
-      size_t i = switches[k];
-      bgp_of[k] = switch_status_json(reg, id, topo->nodes[i], netns[i]->fd());
-    });
-  });
+  // every role's view of every node (a switch's asks its gobgpd), beside the kernels
   parallel_for(count, 4, [&](size_t i) {
     const Node& n = topo->nodes[i];
     if (nodes[i].is_null()) return;  // not asked for
     nlohmann::json extra = nlohmann::json::object();
-    if (n.kind == NodeKind::host) {
-      // the host agent's view: NIC state, counters, BPF flows per NIC
-      try {
-        std::ifstream in(hostnet::host_agent_files(reg.layout(id), n.name).state);
-        if (in) {
-          auto st = nlohmann::json::parse(in);
-          st.erase("flows");
-          st["container_netns"] = RunRegistry::netns_name(id, n.name + ".job");
-          extra["hostnet"] = std::move(st);
-        }
-        std::ifstream inj(vip::injector_files(reg.layout(id), n.name).state);
-        if (inj) extra["injector"] = nlohmann::json::parse(inj);
-      } catch (const std::exception&) {
-      }
-    }
+    int fd = netns[i] ? netns[i]->fd() : -1;
+    for (const auto& role : roles)
+      if (auto v = role->status(reg, id, n, fd, /*detailed=*/true); !v.is_null()) extra[role->status_key()] = std::move(v);
     if (netns[i]) {
       auto ifs = interfaces_json(netns[i]->fd(), RunRegistry::netns_name(id, n.name), static_cast<int>(i), peer_of);
       if (!ifs.is_null()) extra["interfaces"] = std::move(ifs);
     }
     nodes[i].update(extra);
   });
-  bgp.join();
-  for (size_t k = 0; k < switches.size(); ++k) nodes[switches[k]]["bgp"] = std::move(bgp_of[k]);
   nlohmann::json arr = nlohmann::json::array();
   for (auto& n : nodes)
     if (!n.is_null()) arr.push_back(std::move(n));
@@ -185,7 +158,14 @@ nlohmann::json run_detail_json(const RunRegistry& reg, const std::string& id, co
 // into a thousand kernels (lanes status RUN NODE... or --full for those).
 constexpr size_t kSummaryAboveHosts = 64;
 
-nlohmann::json run_fleet_json(const RunRegistry& reg, const std::string& id, const Topology& topo) {
+// The role whose status lanes status files under KEY (null if none).
+const Role* role_of(const Roles& roles, std::string_view key) {
+  for (const auto& r : roles)
+    if (key == r->status_key()) return r.get();
+  return nullptr;
+}
+
+nlohmann::json run_fleet_json(const Roles& roles, const RunRegistry& reg, const std::string& id, const Topology& topo) {
   nlohmann::json j = run_summary_json(reg, id);
   j["view"] = "summary";
   std::vector<size_t> switches;
@@ -197,8 +177,8 @@ nlohmann::json run_fleet_json(const RunRegistry& reg, const std::string& id, con
     nlohmann::json x = {{"name", n.name}, {"kind", to_string(n.kind)}, {"asn", n.asn}};
     auto ns = Netns::open(RunRegistry::netns_name(id, n.name));
     x["present"] = ns.ok();
-    if (ns) {
-      auto b = switch_status_json(reg, id, n, ns.value().fd(), /*with_rib=*/false);
+    if (const Role* bgp = role_of(roles, "bgp"); ns && bgp) {
+      auto b = bgp->status(reg, id, n, ns.value().fd(), /*detailed=*/false);
       size_t est = 0;
       for (const auto& s : b["sessions"]) est += s["state"] == "established";
       x["sessions"] = b["sessions"].size();
@@ -218,20 +198,17 @@ nlohmann::json run_fleet_json(const RunRegistry& reg, const std::string& id, con
       const Node& n = topo.nodes[static_cast<size_t>(h)];
       ++hosts;
       nics += n.nics.size();
-      try {
-        std::ifstream in(hostnet::host_agent_files(reg.layout(id), n.name).state);
-        if (in) {
+      if (const Role* host = role_of(roles, "hostnet"))
+        if (auto st = host->status(reg, id, n, -1, /*detailed=*/false); !st.is_null()) {
           ++reporting;
-          for (const auto& x : nlohmann::json::parse(in).value("nics", nlohmann::json::array())) nics_up += x.value("up", false);
+          for (const auto& x : st.value("nics", nlohmann::json::array())) nics_up += x.value("up", false);
         }
-        std::ifstream inj(vip::injector_files(reg.layout(id), n.name).state);
-        if (inj)
-          for (const auto& s : nlohmann::json::parse(inj).value("sessions", nlohmann::json::array())) {
+      if (const Role* vip = role_of(roles, "injector"))
+        if (auto st = vip->status(reg, id, n, -1, /*detailed=*/false); !st.is_null())
+          for (const auto& s : st.value("sessions", nlohmann::json::array())) {
             ++sessions;
             established += s.value("state", "") == "established";
           }
-      } catch (const std::exception&) {
-      }
     }
     racks.push_back({{"name", r.name}, {"switch", topo.nodes[static_cast<size_t>(r.switch_node)].name},
                      {"hosts", hosts}, {"hosts_reporting", reporting}, {"nics", nics}, {"nics_up", nics_up},
@@ -245,7 +222,7 @@ nlohmann::json run_fleet_json(const RunRegistry& reg, const std::string& id, con
   return j;
 }
 
-int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::string run;
   std::vector<std::string> only;
@@ -301,7 +278,7 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
   size_t hosts = 0;
   for (const auto& n : topo->nodes) hosts += n.kind == NodeKind::host;
   if (only.empty() && !vm.count("full") && hosts > kSummaryAboveHosts) {
-    auto f = run_fleet_json(reg, run, *topo);
+    auto f = run_fleet_json(cli.roles, reg, run, *topo);
     if (json) {
       out << f.dump(2) << "\n";
       return kExitOk;
@@ -336,7 +313,7 @@ int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ost
     return kExitOk;
   }
   std::set<std::string> wanted(only.begin(), only.end());
-  auto j = run_detail_json(reg, run, *topo, wanted);
+  auto j = run_detail_json(cli.roles, reg, run, *topo, wanted);
   if (json) {
     out << j.dump(2) << "\n";
     return kExitOk;

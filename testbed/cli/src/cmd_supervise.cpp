@@ -14,7 +14,7 @@ namespace po = boost::program_options;
 
 namespace lanes::testbed::commands {
 
-int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int cmd_supervise([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   po::options_description desc("options");
   std::string run, state_dir = RunRegistry::default_base(), owner;
   desc.add_options()("run", po::value(&run)->required(), "run id")(

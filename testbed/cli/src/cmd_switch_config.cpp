@@ -13,7 +13,7 @@ namespace po = boost::program_options;
 
 namespace lanes::testbed::commands {
 
-int cmd_switch_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::string file, node;
   desc.add_options()("file", po::value(&file)->required(), "topology file")(

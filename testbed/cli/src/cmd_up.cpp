@@ -24,7 +24,7 @@ namespace po = boost::program_options;
 
 namespace lanes::testbed::commands {
 
-int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::string file, run_id;
   desc.add_options()("file", po::value(&file)->required(), "topology file")(
@@ -63,7 +63,12 @@ int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return kExitBadInput;
   }
   install_interrupt_handlers();  // ^C while building: roll back, then exit
-  auto run = LiveRun::start(topo, reg, {run_id, read_file(file), std::filesystem::absolute(file).string()});
+  LiveRunOptions lo;
+  lo.run_id = run_id;
+  lo.topology_xml = read_file(file);
+  lo.topology_file = std::filesystem::absolute(file).string();
+  lo.roles = cli.roles;
+  auto run = LiveRun::start(topo, reg, lo);
   if (!run) {
     err << "lanes up: " << run.error().what() << "\n";
     return kExitFailure;

@@ -22,7 +22,7 @@ std::string root_element_of(const std::string& text) {
   return doc.document_element().name();
 }
 
-int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::vector<std::string> files;
   desc.add_options()("file", po::value(&files)->required(), "topology, scenario or suite file(s)");

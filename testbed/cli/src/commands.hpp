@@ -37,15 +37,15 @@ std::string summary_of(const Topology& t);
 // root element → the validator other modules registered for it
 std::map<std::string, ValidatorFn>& validators();
 
-int cmd_validate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_graph(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_up(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_exec(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_down(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_clean(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_switch_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_features(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
-int cmd_supervise(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_graph([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_status([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_exec([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_down([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_clean([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_supervise([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace lanes::testbed::commands

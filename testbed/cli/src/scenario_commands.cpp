@@ -45,7 +45,7 @@ std::string gobgpd_version() {
   return s;
 }
 
-int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::vector<std::string> files;
   std::string out_dir, seed_text = "1", run_id_prefix;
@@ -107,6 +107,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   result.started = utc_now("%Y-%m-%dT%H:%M:%SZ");
   auto t0 = std::chrono::steady_clock::now();
   RunOptions opt;
+  opt.roles = cli.roles;
   opt.out_dir = out_dir;
   opt.seed = seed;
   opt.progress = vm.count("quiet") ? nullptr : &out;
@@ -133,7 +134,7 @@ int cmd_run(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   return result.passed() && result.scenarios.size() == all.size() ? tb::kExitOk : tb::kExitFailure;
 }
 
-int cmd_scenarios(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int cmd_scenarios([[maybe_unused]] const tb::CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   po::options_description desc("options");
   desc.add_options()("json", "print the list as JSON");
   po::positional_options_description pos;
@@ -175,7 +176,7 @@ int cmd_scenarios(const std::vector<std::string>& args, std::ostream& out, std::
   return tb::kExitOk;
 }
 
-int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int cmd_report([[maybe_unused]] const tb::CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   po::options_description desc("options");
   std::string dir;
   desc.add_options()("dir", po::value(&dir)->required(), "a results directory (lanes run --out DIR)");
@@ -196,7 +197,7 @@ int cmd_report(const std::vector<std::string>& args, std::ostream& out, std::ost
   return tb::kExitOk;
 }
 
-int cmd_compare(const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
+int cmd_compare([[maybe_unused]] const tb::CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream&) {
   po::options_description desc("options");
   std::vector<std::string> dirs;
   std::string html;

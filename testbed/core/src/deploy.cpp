@@ -6,24 +6,6 @@
 #include "lanes/core/log.hpp"
 
 namespace lanes::testbed {
-namespace {
-std::vector<std::pair<std::string, Deployer>>& registry() {
-  static std::vector<std::pair<std::string, Deployer>> r;
-  return r;
-}
-}  // namespace
-
-void register_deployer(const std::string& name, Deployer d) { registry().emplace_back(name, std::move(d)); }
-bool have_deployers() { return !registry().empty(); }
-
-Status run_deployers(DeployContext& ctx) {
-  for (auto& [name, d] : registry()) {
-    log::debug("deploying {} for run {}", name, ctx.run_id);
-    if (auto st = d(ctx); !st) return st;
-  }
-  return {};
-}
-
 std::string daemon_requests_path(const RunRegistry& reg, const std::string& run_id) {
   return reg.layout(run_id).daemons();
 }

@@ -67,7 +67,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
   }
   impl->tb.emplace(std::move(tb).value());
   std::string bin_dir = opt.bin_dir.empty() ? self_dir() : opt.bin_dir;
-  if (have_deployers()) {
+  if (!opt.roles.empty()) {
     auto t0 = std::chrono::steady_clock::now();
     auto rollback = [&](const std::system_error& why) -> Result<LiveRun> {
       impl->tb.reset();
@@ -91,7 +91,10 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
       t = now;
       return ms;
     };
-    if (auto st = run_deployers(ctx); !st) return rollback(st.error());
+    for (const auto& role : opt.roles) {
+      log::debug("run {}: deploying {}", id, role->name());
+      if (auto st = role->deploy(ctx); !st) return rollback(st.error());
+    }
     log::debug("run {}: roles deployed in {:.0f} ms", id, since());
     if (auto st = write_daemon_requests(reg, id, ctx.daemons); !st) return rollback(st.error());
     log::debug("run {}: daemon requests written in {:.0f} ms", id, since());

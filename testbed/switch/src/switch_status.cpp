@@ -84,4 +84,10 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id,
   return j;
 }
 
+nlohmann::json SwitchRole::status(const RunRegistry& reg, const std::string& run_id, const Node& node, int netns_fd,
+                                  bool detailed) const {
+  if ((node.kind != NodeKind::rack_switch && node.kind != NodeKind::spine) || netns_fd < 0) return nullptr;
+  return switch_status_json(reg, run_id, node, netns_fd, /*with_rib=*/detailed);
+}
+
 }  // namespace lanes::testbed

@@ -29,6 +29,7 @@
 #include "lanes/core/deploy.hpp"
 #include "lanes/core/model.hpp"
 #include "lanes/core/netlink.hpp"
+#include "lanes/core/role.hpp"
 #include "lanes/hostnet/host_agent.hpp"
 
 namespace lanes::hostnet {
@@ -58,8 +59,18 @@ std::vector<ContainerNeighbor> container_neighbors(const testbed::Topology& t, i
 // rules on both sides.
 testbed::Status deploy_host(testbed::DeployContext& ctx, int host);
 
-// The deployer registered by the lanes executable: every host with a job.
+// Every host with a job: its container, egress routes, datapath and agent.
 testbed::Status deploy_all(testbed::DeployContext& ctx);
+
+// The host role: deploy_all, and the host agent's state as its status.
+class HostRole final : public testbed::Role {
+ public:
+  const char* name() const override { return "hostnet"; }
+  testbed::Status deploy(testbed::DeployContext& ctx) const override { return deploy_all(ctx); }
+  const char* status_key() const override { return "hostnet"; }
+  nlohmann::json status(const testbed::RunRegistry& reg, const std::string& run_id, const testbed::Node& node,
+                        int netns_fd, bool detailed) const override;
+};
 
 // The host agent's configuration for HOST.
 HostAgentConfig host_agent_config(const testbed::Topology& t, int host, const std::string& run_id,

@@ -10,6 +10,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "lanes/core/role.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/scenarios/scenario.hpp"
 
@@ -24,6 +25,7 @@ struct RunOptions {
   std::string* kept_run = nullptr;   // with keep: set to the id of the run left up
   std::string run_id_prefix;         // "" = fresh random run ids; else PREFIX1, PREFIX2, ... per phase
   int* phase_seq = nullptr;          // with a prefix: the last number used (shared by a suite's scenarios)
+  testbed::Roles roles;              // what each phase's run is made of (the composition root's)
 };
 
 reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lanes/core/deploy.hpp"
+#include "lanes/core/role.hpp"
 #include "lanes/core/run_layout.hpp"
 #include "lanes/vip/speaker.hpp"
 
@@ -25,5 +26,15 @@ testbed::Status deploy_injectors(testbed::DeployContext& ctx);
 // hijack: the rogue-announce fault; the caller restarts the injector).
 testbed::Status claim_task_ips(const testbed::RunLayout& run, const std::string& host, const std::string& task4,
                                const std::string& task6);
+
+// The VIP injector role: deploy_injectors, and the injector's state as its status.
+class InjectorRole final : public testbed::Role {
+ public:
+  const char* name() const override { return "vip"; }
+  testbed::Status deploy(testbed::DeployContext& ctx) const override { return deploy_injectors(ctx); }
+  const char* status_key() const override { return "injector"; }
+  nlohmann::json status(const testbed::RunRegistry& reg, const std::string& run_id, const testbed::Node& node,
+                        int netns_fd, bool detailed) const override;
+};
 
 }  // namespace lanes::vip

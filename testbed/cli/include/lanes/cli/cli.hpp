@@ -1,12 +1,14 @@
 #pragma once
-// The `lanes` command line. main() registers the commands of modules that
-// testbed cannot depend on (scenarios, reports) and calls run_cli.
+// The `lanes` command line. main() makes the node roles, registers the
+// scenario commands and calls run_cli with them.
 
 #include <boost/program_options.hpp>
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "lanes/core/role.hpp"
 
 namespace lanes::testbed {
 
@@ -15,9 +17,16 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
 
-int run_cli(int argc, char** argv, std::ostream& out, std::ostream& err);
+// What the composition root gives every command: the node roles a run is
+// made of, in deploy order.
+struct CliContext {
+  Roles roles;
+};
 
-using CommandFn = int (*)(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int run_cli(const CliContext& cli, int argc, char** argv, std::ostream& out, std::ostream& err);
+
+using CommandFn = int (*)(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out,
+                          std::ostream& err);
 // Adds a command to `lanes --help` and the dispatcher (call before run_cli).
 void register_command(const char* name, const char* args, const char* summary, CommandFn fn);
 

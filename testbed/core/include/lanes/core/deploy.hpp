@@ -1,9 +1,7 @@
 #pragma once
-// Deployers: modules that add to a freshly built run (hostnet's job
-// containers, later the VIP injectors) without testbed depending on them.
-// The lanes executable registers them at start; `lanes up` runs them after
-// the builder, in registration order, and the run's supervisor starts and
-// keeps alive the daemons they ask for.
+// What a role's deploy step gets (role.hpp) and gives back: the built
+// testbed, and the daemons it wants the run's supervisor to start and keep
+// alive, in waves.
 
 #include <functional>
 #include <string>
@@ -46,10 +44,6 @@ struct DeployContext {
 };
 
 using Deployer = std::function<Status(DeployContext&)>;
-
-void register_deployer(const std::string& name, Deployer d);
-Status run_deployers(DeployContext& ctx);
-bool have_deployers();
 
 // <run>/daemons.json: the requests, read by the supervisor.
 std::string daemon_requests_path(const RunRegistry& reg, const std::string& run_id);

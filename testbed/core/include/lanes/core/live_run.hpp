@@ -14,6 +14,7 @@
 #include "lanes/core/features.hpp"
 #include "lanes/core/model.hpp"
 #include "lanes/core/result.hpp"
+#include "lanes/core/role.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "lanes/core/testbed.hpp"
 
@@ -28,6 +29,9 @@ struct LiveRunOptions {
   // the run lives only as long as this process (lanes run): if it dies, the
   // run is dead and its supervisor stops; keep() lets it live on its own
   bool held = false;
+  // what is deployed onto the built testbed, in this order (none: the bare
+  // namespaces and links)
+  Roles roles;
 };
 
 class LiveRun {

@@ -10,6 +10,7 @@
 #include "lanes/core/deploy.hpp"
 #include "lanes/core/model.hpp"
 #include "lanes/core/result.hpp"
+#include "lanes/core/role.hpp"
 #include "lanes/core/run_registry.hpp"
 
 namespace lanes::testbed {
@@ -37,5 +38,15 @@ Status deploy_switches(DeployContext& ctx);
 // WITH_RIB: also read the RIB to count what import policy rejected.
 nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& run_id, const Node& node, int netns_fd,
                                   bool with_rib = true);
+
+// The switch role: deploy_switches, and switch_status_json as its status.
+class SwitchRole final : public Role {
+ public:
+  const char* name() const override { return "switches"; }
+  Status deploy(DeployContext& ctx) const override { return deploy_switches(ctx); }
+  const char* status_key() const override { return "bgp"; }
+  nlohmann::json status(const RunRegistry& reg, const std::string& run_id, const Node& node, int netns_fd,
+                        bool detailed) const override;
+};
 
 }  // namespace lanes::testbed
