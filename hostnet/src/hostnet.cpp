@@ -15,19 +15,13 @@ using namespace lanes::testbed;
 
 namespace {
 
-// The container's sysctls: addresses usable at once, L4 multipath hashing,
-// no next hop over a link that is down.
+// The container's sysctls: a namespace's base ones, and multipath (it
+// spreads its flows over the NIC devices); it forwards nothing.
 std::vector<Sysctl> container_sysctls() {
-  return {
-      {"net.ipv6.conf.all.accept_dad", "0"},       {"net.ipv6.conf.default.accept_dad", "0"},
-      {"net.ipv6.conf.all.keep_addr_on_down", "1"}, {"net.ipv6.conf.default.keep_addr_on_down", "1"},
-      {"net.ipv6.conf.all.accept_ra", "0"},        {"net.ipv6.conf.default.accept_ra", "0"},
-      {"net.ipv6.conf.default.router_solicitations", "0"},
-      {"net.ipv4.conf.all.rp_filter", "0"},        {"net.ipv4.conf.default.rp_filter", "0"},
-      {"net.ipv4.fib_multipath_hash_policy", "1"}, {"net.ipv6.fib_multipath_hash_policy", "1"},
-      {"net.ipv4.conf.all.ignore_routes_with_linkdown", "1"},
-      {"net.ipv6.conf.all.ignore_routes_with_linkdown", "1"},
-  };
+  auto s = base_sysctls();
+  auto m = multipath_sysctls();
+  s.insert(s.end(), m.begin(), m.end());
+  return s;
 }
 
 constexpr int kFirstIfindex = 200;  // container links, above the host's NIC indexes

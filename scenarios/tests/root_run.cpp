@@ -2,12 +2,14 @@
 // workload exits 130, keeps its partial results and leaves nothing behind.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "lanes/core/netlink.hpp"
 #include "lanes/core/netns.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/run_registry.hpp"
@@ -28,7 +30,9 @@ TEST_CASE("lanes run interrupted mid-workload exits 130 and leaves nothing behin
                          "bytes=\"20G\" flows=\"8\"/>\n"
                       << "</phase><assert type=\"bytes-verified\"/></scenario>\n";
   std::string out = (dir / "out").string();
-  ProcessSpec spec{"lanes run", {lanes::test::lanes_bin(), "run", file, "--out", out, "-q"}};
+  // a run id of our own (PREFIX1), to watch the restore's bytes leave storage
+  std::string prefix = "it" + std::to_string(::getpid() % 100000);
+  ProcessSpec spec{"lanes run", {lanes::test::lanes_bin(), "run", file, "--out", out, "-q", "--run-id", prefix}};
   spec.log_path = (dir / "run.log").string();
   auto d = Daemon::start(spec);
   REQUIRE(d.ok());
@@ -41,7 +45,13 @@ TEST_CASE("lanes run interrupted mid-workload exits 130 and leaves nothing behin
         return all.find("workload restore (checkpoint-restore) started") != std::string::npos;
       },
       std::chrono::seconds(60)));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  {
+    auto ns = Netns::open(RunRegistry::netns_name(prefix + "1", "storage"));
+    REQUIRE(ns.ok());
+    auto nl = Netlink::open_in(ns.value().fd(), "storage");
+    REQUIRE(nl.ok());
+    CHECK(lanes::test::traffic_flowing(nl.value(), {"eth0"}, 50'000'000));
+  }
   ::kill(d.value().pid(), SIGINT);
   CHECK(d.value().wait() == 130);
   // what it measured so far is written; the run it built is gone

@@ -1,12 +1,14 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <unistd.h>
 
 #include "lanes/cli/graph.hpp"
 #include "lanes/core/limits.hpp"
 #include "lanes/core/run_registry.hpp"
+#include "lanes/core/testbed.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "support.hpp"
 
@@ -353,4 +355,21 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   CHECK(here.netdev_max_backlog > 0);
   CHECK(here.gc_thresh3 > 0);
   CHECK(here.to_json().contains("netdev_max_backlog"));
+}
+
+TEST_CASE("a node's sysctls: every namespace the base, forwarders multipath and forwarding too", "[unit]") {
+  auto keys = [](const std::vector<Sysctl>& v) {
+    std::map<std::string, std::string> m;
+    for (const auto& s : v) CHECK(m.emplace(s.key, s.value).second);  // no key twice
+    return m;
+  };
+  auto base = keys(base_sysctls());
+  CHECK(base.at("net.ipv6.conf.all.accept_dad") == "0");
+  CHECK(keys(node_sysctls(NodeKind::server)) == base);
+  auto sw = keys(node_sysctls(NodeKind::rack_switch));
+  CHECK(sw.at("net.ipv4.ip_forward") == "1");
+  CHECK(sw.at("net.ipv6.conf.all.forwarding") == "1");
+  for (const auto& [k, v] : keys(multipath_sysctls())) CHECK(sw.at(k) == v);
+  for (const auto& [k, v] : base) CHECK(sw.at(k) == v);
+  CHECK(keys(node_sysctls(NodeKind::host)) == sw);
 }

@@ -26,8 +26,8 @@ constexpr int kFirstIfindex = 100;
 
 }  // namespace
 
-std::vector<Sysctl> node_sysctls(NodeKind kind) {
-  std::vector<Sysctl> s = {
+std::vector<Sysctl> base_sysctls() {
+  return {
       // addresses are usable at once and survive a link going down
       {"net.ipv6.conf.all.accept_dad", "0"},
       {"net.ipv6.conf.default.accept_dad", "0"},
@@ -39,21 +39,29 @@ std::vector<Sysctl> node_sysctls(NodeKind kind) {
       {"net.ipv4.conf.all.rp_filter", "0"},
       {"net.ipv4.conf.default.rp_filter", "0"},
   };
+}
+
+std::vector<Sysctl> multipath_sysctls() {
+  return {
+      // L4 hashing for multipath routes, and no next hop over a dead link
+      {"net.ipv4.fib_multipath_hash_policy", "1"},
+      {"net.ipv6.fib_multipath_hash_policy", "1"},
+      {"net.ipv4.conf.all.ignore_routes_with_linkdown", "1"},
+      {"net.ipv6.conf.all.ignore_routes_with_linkdown", "1"},
+  };
+}
+
+std::vector<Sysctl> node_sysctls(NodeKind kind) {
+  auto s = base_sysctls();
   if (kind != NodeKind::server) {
-    s.insert(s.end(), {
-                          {"net.ipv4.ip_forward", "1"},
-                          {"net.ipv6.conf.all.forwarding", "1"},
-                          // L4 hashing for multipath routes, and no next hop over a dead link
-                          {"net.ipv4.fib_multipath_hash_policy", "1"},
-                          {"net.ipv6.fib_multipath_hash_policy", "1"},
-                          {"net.ipv4.fib_multipath_use_neigh", "1"},
-                          {"net.ipv4.conf.all.ignore_routes_with_linkdown", "1"},
-                          {"net.ipv6.conf.all.ignore_routes_with_linkdown", "1"},
-                      });
+    s.insert(s.end(), {{"net.ipv4.ip_forward", "1"},
+                       {"net.ipv6.conf.all.forwarding", "1"},
+                       {"net.ipv4.fib_multipath_use_neigh", "1"}});
+    auto m = multipath_sysctls();
+    s.insert(s.end(), m.begin(), m.end());
   }
   return s;
 }
-
 
 struct Testbed::Impl {
   Topology topo;

@@ -16,7 +16,13 @@
 
 namespace lanes::testbed {
 
-// The sysctls a node's namespace gets when it is created.
+// What every namespace lanes makes gets: addresses usable at once and kept
+// when a link goes down, no router advertisements, no reverse-path filter.
+std::vector<Sysctl> base_sysctls();
+// L4 hashing for multipath routes, and no next hop over a link that is down.
+std::vector<Sysctl> multipath_sysctls();
+// The sysctls a node's namespace gets when it is created: the base, and on
+// every node but a server forwarding and multipath too.
 std::vector<Sysctl> node_sysctls(NodeKind kind);
 
 struct BuildTimings {
