@@ -31,6 +31,16 @@ struct Rig {
   void up(const std::vector<std::string>& peers) {
     for (const auto& p : peers) f.peer(p, kBgpEstablished, t);
   }
+  // h1's four sessions up with its task IP, then gobgpd gone and a fresh
+  // one connected with an empty table
+  void h1_up_then_gobgpd_restarted() {
+    f.connected(t);
+    up(kH1);
+    f.table({{"198.19.0.1/32", kH1}}, true, t);
+    f.lost(t);
+    f.connected(t);
+    f.table({}, true, t);
+  }
   size_t members(const std::string& prefix) {
     auto it = k.routes_.find(prefix);
     return it == k.routes_.end() ? 0 : k.groups[it->second].size();
@@ -144,12 +154,7 @@ TEST_CASE("rib follower: a restarted agent keeps the routes it found until the s
 
 TEST_CASE("rib follower: sessions that never return end the stale state at the timeout", "[unit]") {
   Rig r;
-  r.f.connected(r.t);
-  r.up(kH1);
-  r.f.table({{"198.19.0.1/32", kH1}}, true, r.t);
-  r.f.lost(r.t);
-  r.f.connected(r.t);
-  r.f.table({}, true, r.t);
+  r.h1_up_then_gobgpd_restarted();
   r.advance(milliseconds(44'000));
   CHECK(r.agent.stale());
   CHECK(r.members("198.19.0.1/32") == 4);
@@ -161,12 +166,7 @@ TEST_CASE("rib follower: sessions that never return end the stale state at the t
 
 TEST_CASE("rib follower: a session that drops while stale is waited for again", "[unit]") {
   Rig r;
-  r.f.connected(r.t);
-  r.up(kH1);
-  r.f.table({{"198.19.0.1/32", kH1}}, true, r.t);
-  r.f.lost(r.t);
-  r.f.connected(r.t);
-  r.f.table({}, true, r.t);
+  r.h1_up_then_gobgpd_restarted();
   r.up(kH1);
   r.f.peer("198.19.1.2", 3, r.t);  // Active again before it settled
   r.advance(milliseconds(2500));

@@ -49,6 +49,34 @@ struct ChildSetup : bp::extend::handler {
   }
 };
 
+// What starting SPEC needs: the program found in PATH, its arguments, the
+// environment with SPEC's additions, and the child's set-up.
+struct Launch {
+  boost::filesystem::path exe;
+  std::vector<std::string> args;
+  bp::environment env;
+  ChildSetup setup;
+};
+
+Result<Launch> prepare(const ProcessSpec& spec) {
+  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
+  Launch l;
+  l.exe = spec.argv[0];
+  if (spec.argv[0].find('/') == std::string::npos) {
+    l.exe = bp::search_path(spec.argv[0]);
+    if (l.exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
+  }
+  l.args.assign(spec.argv.begin() + 1, spec.argv.end());
+  bp::environment env = boost::this_process::environment();
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  l.env = std::move(env);
+  l.setup.netns_fd = spec.netns_fd;
+  l.setup.new_session = spec.new_session;
+  l.setup.hold_sigusr1 = spec.hold_sigusr1;
+  if (spec.die_with_parent) l.setup.die_with = ::getpid();
+  return l;
+}
+
 }  // namespace
 
 struct Daemon::Impl {
@@ -71,21 +99,9 @@ Daemon::~Daemon() {
 }
 
 Result<Daemon> Daemon::start(const ProcessSpec& spec) {
-  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
-  boost::filesystem::path exe = spec.argv[0];
-  if (spec.argv[0].find('/') == std::string::npos) {
-    exe = bp::search_path(spec.argv[0]);
-    if (exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
-  }
-  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
-  auto env = boost::this_process::environment();
-  bp::environment child_env = env;
-  for (const auto& [k, v] : spec.env) child_env[k] = v;
-  ChildSetup setup;
-  setup.netns_fd = spec.netns_fd;
-  setup.new_session = spec.new_session;
-  setup.hold_sigusr1 = spec.hold_sigusr1;
-  if (spec.die_with_parent) setup.die_with = ::getpid();
+  auto launch = prepare(spec);
+  if (!launch) return launch.error();
+  auto& [exe, args, child_env, setup] = launch.value();
 
   auto impl = std::make_unique<Impl>();
   impl->name = spec.name;
@@ -191,20 +207,9 @@ void Daemon::detach() {
 
 namespace {
 Result<bp::child> spawn_with_pipe(const ProcessSpec& spec, bp::pipe& out) {
-  if (spec.argv.empty()) return os_error(EINVAL, "starting " + spec.name + ": no command");
-  boost::filesystem::path exe = spec.argv[0];
-  if (spec.argv[0].find('/') == std::string::npos) {
-    exe = bp::search_path(spec.argv[0]);
-    if (exe.empty()) return os_error(ENOENT, "starting " + spec.name + ": " + spec.argv[0] + " is not in PATH");
-  }
-  std::vector<std::string> args(spec.argv.begin() + 1, spec.argv.end());
-  bp::environment env = boost::this_process::environment();
-  for (const auto& [k, v] : spec.env) env[k] = v;
-  ChildSetup setup;
-  setup.netns_fd = spec.netns_fd;
-  setup.new_session = spec.new_session;
-  setup.hold_sigusr1 = spec.hold_sigusr1;
-  if (spec.die_with_parent) setup.die_with = ::getpid();
+  auto launch = prepare(spec);
+  if (!launch) return launch.error();
+  auto& [exe, args, env, setup] = launch.value();
   std::error_code ec;
   FILE* log = nullptr;
   if (!spec.log_path.empty()) log = std::fopen(spec.log_path.c_str(), "ae");
@@ -265,53 +270,6 @@ Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds 
   c.value().wait(ec);
   cap.status = status_of(c.value());
   return cap;
-}
-
-struct StreamingChild::Impl {
-  bp::pipe out;
-  bp::child child;
-};
-
-StreamingChild::StreamingChild() = default;
-StreamingChild::StreamingChild(StreamingChild&&) noexcept = default;
-StreamingChild& StreamingChild::operator=(StreamingChild&&) noexcept = default;
-StreamingChild::~StreamingChild() { kill(); }
-
-Result<StreamingChild> StreamingChild::start(const ProcessSpec& spec) {
-  auto impl = std::make_unique<Impl>();
-  auto c = spawn_with_pipe(spec, impl->out);
-  if (!c) return c.error();
-  impl->child = std::move(c).value();
-  int fd = impl->out.native_source();
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  StreamingChild s;
-  s.impl_ = std::move(impl);
-  return s;
-}
-
-int StreamingChild::fd() const { return impl_ ? impl_->out.native_source() : -1; }
-
-bool StreamingChild::read_some(std::string& buf) {
-  if (!impl_) return false;
-  char tmp[16384];
-  for (;;) {
-    ssize_t n = ::read(fd(), tmp, sizeof tmp);
-    if (n > 0) {
-      buf.append(tmp, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    return false;  // EOF or error
-  }
-}
-
-void StreamingChild::kill() {
-  if (!impl_) return;
-  std::error_code ec;
-  if (impl_->child.valid() && impl_->child.running(ec)) impl_->child.terminate(ec);
-  if (impl_->child.valid()) impl_->child.wait(ec);
-  impl_.reset();
 }
 
 std::vector<pid_t> list_pids() {

@@ -69,24 +69,6 @@ Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds 
 // not one after another).
 void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds grace);
 
-// A child whose stdout lanes reads as a stream (e.g. `gobgp monitor`).
-class StreamingChild {
- public:
-  StreamingChild();
-  ~StreamingChild();  // kills the child if still running
-  StreamingChild(StreamingChild&&) noexcept;
-  StreamingChild& operator=(StreamingChild&&) noexcept;
-  static Result<StreamingChild> start(const ProcessSpec& spec);
-  int fd() const;  // readable end of its stdout, non-blocking
-  // Appends what is available to BUF; false at end of stream.
-  bool read_some(std::string& buf);
-  void kill();
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-};
-
 // Every process id in /proc right now.
 std::vector<pid_t> list_pids();
 // The directory of the running executable (lanes' other programs live beside it).
