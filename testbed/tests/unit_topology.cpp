@@ -327,7 +327,7 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   CHECK(f.job_hosts == 64);
   CHECK(f.switches == 1);
   CHECK(f.namespaces == 64 + 64 + 1 + 2);  // hosts, their containers, the switch, two servers
-  CHECK(f.processes == 2 * 64 + 3 + 1);
+  CHECK(f.processes == 2 * 64 + 2 + 1);
   CHECK(f.max_sessions == 256);  // one injector session per host NIC
   CHECK(f.memory > 64 * 9 * (1u << 20));
   MachineLimits roomy;
@@ -346,10 +346,10 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   CHECK(w[0].find("of memory") != std::string::npos);
   CHECK(w[1].find("256 BGP sessions") != std::string::npos);
   auto fleet = estimate_footprint(load_topology(lanes::test::topology("fabric-1k.xml")));
-  CHECK(fleet.processes == 2 * 1024 + 3 * 20 + 1);
+  CHECK(fleet.processes == 2 * 1024 + 2 * 20 + 1);
   auto fw = footprint_warnings(fleet, roomy);
   REQUIRE(fw.size() == 1);
-  CHECK(fw[0].find("2109 daemons on 2 CPUs") != std::string::npos);
+  CHECK(fw[0].find("2089 daemons on 2 CPUs") != std::string::npos);
   // the machine's own: read from /proc, every one there
   auto here = read_machine_limits();
   CHECK(here.netdev_max_backlog > 0);

@@ -37,7 +37,7 @@ int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::
                      yn(f.resilient_groups), f.bpf ? "yes" : "no (" + f.bpf_error + ")");
   if (!f.notes.empty()) out << "notes: " << f.notes << "\n";
   out << fmt::format("limits that bound a run's size (lanes validate warns when a topology nears one):\n"
-                     "  cpus              {}\n  memory available  {:.1f} GiB (daemons: about 10 MiB per job host, 72 "
+                     "  cpus              {}\n  memory available  {:.1f} GiB (daemons: about 10 MiB per job host, 61 "
                      "MiB per switch)\n  kernel.pid_max    {}\n  threads-max       {}\n  open files        {} "
                      "(per daemon; gobgpd holds one per BGP session)\n  neighbour limit   {} (gc_thresh3; lanes' "
                      "permanent entries do not count)\n  receive backlog   {} packets per CPU (netdev_max_backlog, "

@@ -33,9 +33,9 @@ constexpr uint64_t kMiB = 1024 * 1024;
 constexpr uint64_t kHostAgentRss = 5 * kMiB + kMiB / 4;
 constexpr uint64_t kInjectorRss = 4 * kMiB + 3 * kMiB / 4;
 constexpr uint64_t kGobgpdRss = 40 * kMiB;
-constexpr uint64_t kFibAgentRss = 12 * kMiB;
-constexpr uint64_t kGobgpMonitorRss = 20 * kMiB;
+constexpr uint64_t kFibAgentRss = 21 * kMiB;  // with gRPC (rack-64)
 constexpr uint64_t kGobgpThreads = 12;
+constexpr uint64_t kFibAgentThreads = 9;  // its own and gRPC's (rack-64)
 
 std::string gib(uint64_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / (1024.0 * kMiB)); }
 
@@ -77,9 +77,9 @@ Footprint estimate_footprint(const Topology& topo) {
     if (l.kind == LinkKind::fabric) ++sessions[l.a.node], ++sessions[l.b.node];
   }
   for (const auto& [node, s] : sessions) f.max_sessions = std::max(f.max_sessions, s);
-  f.processes = 2 * f.job_hosts + 3 * f.switches + 1;  // + the supervisor
-  f.threads = 2 * f.job_hosts + f.switches * (2 * kGobgpThreads + 1) + 1;
-  f.memory = f.job_hosts * (kHostAgentRss + kInjectorRss) + f.switches * (kGobgpdRss + kFibAgentRss + kGobgpMonitorRss);
+  f.processes = 2 * f.job_hosts + 2 * f.switches + 1;  // + the supervisor
+  f.threads = 2 * f.job_hosts + f.switches * (kGobgpThreads + kFibAgentThreads) + 1;
+  f.memory = f.job_hosts * (kHostAgentRss + kInjectorRss) + f.switches * (kGobgpdRss + kFibAgentRss);
   return f;
 }
 

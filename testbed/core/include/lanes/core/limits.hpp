@@ -1,7 +1,7 @@
 #pragma once
 // What bounds the size of a run on this machine, and what a topology needs.
-// A run's daemons are two per job host (host agent, VIP injector) and three
-// per switch (gobgpd, FIB agent, its `gobgp monitor`), so process and
+// A run's daemons are two per job host (host agent, VIP injector) and two
+// per switch (gobgpd, FIB agent), so process and
 // thread limits and memory bind before the kernel's objects do. Read from
 // /proc and getrlimit; nothing is changed.
 
