@@ -20,8 +20,10 @@
 //       and connection-setup times (connect() to established). With
 //       --wait-go it starts only on SIGUSR1 (lanes' go for a burst).
 //   lanes-traffic probe-recv --port P
-//       counts sequence-numbered UDP probes per path until SIGTERM; prints per
-//       path the probes received, lost and the longest gap between arrivals.
+//       counts sequence-numbered UDP probes per path until SIGTERM (and the
+//       probes still in flight then: until 50 ms pass without one); prints
+//       per path the probes received, lost and the longest gap between
+//       arrivals.
 //   lanes-traffic probe-send --to ADDR --port P --paths N --rate HZ
 //                            [--bind A,B,...] [--seconds S]
 //       sends probes on N paths (one socket and source port each, path i
@@ -52,9 +54,11 @@
 #include <vector>
 
 #include "lanes/scenarios/pattern.hpp"
+#include "lanes/scenarios/traffic_results.hpp"
 
 using lanes::scenarios::Pattern;
 using lanes::scenarios::Verifier;
+namespace traffic = lanes::scenarios::traffic;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -201,7 +205,7 @@ int recv_main(int argc, char** argv) {
     Clock::time_point start;
   };
   std::map<int, Conn> conns;
-  nlohmann::json flows = nlohmann::json::array();
+  traffic::RecvResult result;
   int finished = 0;
   std::vector<uint8_t> buf(1 << 18);
   while (!g_stop && (expect == 0 || finished < expect)) {
@@ -248,27 +252,27 @@ int recv_main(int argc, char** argv) {
         // complete when its stream ended cleanly, and the runner checks its
         // length against what the sender reports
         bool ok = c.v && !c.v->first_bad() && (c.h.bytes == kUntilEof || c.v->verified() == c.h.bytes);
-        nlohmann::json f = {{"flow", c.v ? c.h.flow : 0}, {"expected", c.v ? c.h.bytes : 0},
-                            {"verified", c.v ? c.v->verified() : 0}, {"complete", ok},
-                            {"seconds", std::chrono::duration<double>(Clock::now() - c.start).count()}};
-        if (c.v && c.v->first_bad()) f["first_bad_offset"] = *c.v->first_bad();
-        flows.push_back(f);
+        traffic::RecvFlow f;
+        f.flow = c.v ? c.h.flow : 0;
+        f.expected = c.v ? c.h.bytes : 0;
+        f.verified = c.v ? c.v->verified() : 0;
+        f.complete = ok;
+        f.seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
+        if (c.v && c.v->first_bad()) f.first_bad_offset = *c.v->first_bad();
+        result.flows.push_back(f);
         ::close(fd);  // the sender sees EOF: everything arrived
         conns.erase(fd);
         ++finished;
       }
     }
   }
-  uint64_t verified = 0;
   bool all = true;
-  for (const auto& f : flows) {
-    verified += f["verified"].get<uint64_t>();
-    all = all && f["complete"].get<bool>();
+  for (const auto& f : result.flows) {
+    result.verified_bytes += f.verified;
+    all = all && f.complete;
   }
-  std::cout << nlohmann::json{{"role", "recv"}, {"flows", flows}, {"verified_bytes", verified},
-                              {"all_complete", all && (expect == 0 || finished >= expect)}}
-                   .dump()
-            << "\n";
+  result.all_complete = all && (expect == 0 || finished >= expect);
+  std::cout << traffic::line_of(result) << "\n";
   return all ? 0 : 1;
 }
 
@@ -411,7 +415,7 @@ int send_main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  nlohmann::json out = nlohmann::json::array();
+  traffic::SendResult result;
   uint64_t total = 0;
   int errors = 0;
   size_t slots = 0;
@@ -419,9 +423,8 @@ int send_main(int argc, char** argv) {
     total += f.sent;
     errors += !f.error.empty() || f.sent != f.allowed || !f.done;
     slots = std::max(slots, f.per_interval.size());
-    out.push_back({{"flow", f.id}, {"local_port", f.local_port}, {"bytes", f.sent}, {"retransmits", f.retransmits}, {"error", f.error},
-                   {"seconds", std::chrono::duration<double>(f.end - f.start).count()},
-                   {"per_interval", f.per_interval}});
+    result.flows.push_back({f.id, f.local_port, f.sent, f.retransmits, f.error,
+                            std::chrono::duration<double>(f.end - f.start).count(), f.per_interval});
     if (f.fd >= 0) ::close(f.fd);
   }
   // steady rate: the interval sums after the first second, without the last interval
@@ -436,12 +439,14 @@ int send_main(int argc, char** argv) {
     steady = static_cast<double>(b) * 8 / (static_cast<double>(slots - 1 - skip) * interval_ms / 1000.0) / 1e9;
   }
   if (total_budget && total != *total_budget) ++errors;  // stopped before the checkpoint was out
-  std::cout << nlohmann::json{{"role", "send"},       {"flows", out},        {"bytes", total},
-                              {"steady_gbps", steady}, {"interval_bytes", sums},
-                              {"seconds", secs},      {"gbps", secs > 0 ? total * 8 / secs / 1e9 : 0},
-                              {"connection_errors", errors}, {"interval_ms", interval_ms}}
-                   .dump()
-            << "\n";
+  result.bytes = total;
+  result.steady_gbps = steady;
+  result.interval_bytes = sums;
+  result.seconds = secs;
+  result.gbps = secs > 0 ? static_cast<double>(total) * 8 / secs / 1e9 : 0;
+  result.connection_errors = errors;
+  result.interval_ms = interval_ms;
+  std::cout << traffic::line_of(result) << "\n";
   return errors ? 1 : 0;
 }
 
@@ -525,10 +530,11 @@ int serve_main(int argc, char** argv) {
       if (closed) close_conn(fd);
     }
   }
-  std::cout << nlohmann::json{{"role", "serve"}, {"connections", accepted}, {"requests", requests},
-                              {"bytes", served}}
-                   .dump()
-            << "\n";
+  traffic::ServeResult result;
+  result.connections = accepted;
+  result.requests = requests;
+  result.bytes = served;
+  std::cout << traffic::line_of(result) << "\n";
   return 0;
 }
 
@@ -540,10 +546,15 @@ double percentile(std::vector<double> v, double q) {
 }
 
 // to 0.01 ms: the samples' JSON stays short
-nlohmann::json rounded(const std::vector<double>& v) {
-  nlohmann::json a = nlohmann::json::array();
+std::vector<double> rounded(const std::vector<double>& v) {
+  std::vector<double> a;
+  a.reserve(v.size());
   for (double x : v) a.push_back(std::round(x * 100) / 100);
   return a;
+}
+
+traffic::Percentiles percentiles(const std::vector<double>& v) {
+  return {percentile(v, 0.50), percentile(v, 0.99), percentile(v, 1.0)};
 }
 
 int fetch_main(int argc, char** argv) {
@@ -665,42 +676,31 @@ int fetch_main(int argc, char** argv) {
     }
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  traffic::FetchResult result;
   int failures = 0, connect_failures = 0, done = 0;
-  nlohmann::json errors = nlohmann::json::array();
   for (auto& c : conns) {
     if (c.done_requests == nreq) {
       ++done;
     } else {
       ++failures;
       if (!c.connected) ++connect_failures;
-      if (errors.size() < 10) errors.push_back(c.error.empty() ? std::string("timed out") : c.error);
+      if (result.errors.size() < 10) result.errors.push_back(c.error.empty() ? std::string("timed out") : c.error);
     }
     if (c.fd >= 0) ::close(c.fd);
   }
-  std::cout << nlohmann::json{{"role", "fetch"},
-                              {"connections", nconns},
-                              {"completed", done},
-                              {"connection_errors", failures},
-                              {"connect_failures", connect_failures},
-                              {"requests", latencies_ms.size()},
-                              {"verified_bytes", verified},
-                              {"all_verified", all_ok && failures == 0},
-                              {"seconds", secs},
-                              {"latency_ms",
-                               {{"p50", percentile(latencies_ms, 0.50)},
-                                {"p99", percentile(latencies_ms, 0.99)},
-                                {"max", percentile(latencies_ms, 1.0)}}},
-                              {"connect_ms",
-                               {{"p50", percentile(connect_ms, 0.50)},
-                                {"p99", percentile(connect_ms, 0.99)},
-                                {"max", percentile(connect_ms, 1.0)}}},
-                              // every sample, so that lanes' percentiles over
-                              // many fetchers are true percentiles
-                              {"latency_samples_ms", rounded(latencies_ms)},
-                              {"connect_samples_ms", rounded(connect_ms)},
-                              {"errors", errors}}
-                   .dump()
-            << "\n";
+  result.connections = nconns;
+  result.completed = done;
+  result.connection_errors = failures;
+  result.connect_failures = connect_failures;
+  result.requests = latencies_ms.size();
+  result.verified_bytes = verified;
+  result.all_verified = all_ok && failures == 0;
+  result.seconds = secs;
+  result.latency_ms = percentiles(latencies_ms);
+  result.connect_ms = percentiles(connect_ms);
+  result.latency_samples_ms = rounded(latencies_ms);
+  result.connect_samples_ms = rounded(connect_ms);
+  std::cout << traffic::line_of(result) << "\n";
   return failures ? 1 : 0;
 }
 
@@ -734,9 +734,19 @@ int probe_recv_main(int argc, char** argv) {
   };
   std::map<uint32_t, Path> paths;
   auto t0 = Clock::now();
-  while (!g_stop) {
+  // After SIGTERM the probes still in flight (the sender has stopped) are
+  // counted: until none arrived for 50 ms, for at most a second.
+  std::optional<Clock::time_point> drain_until;
+  for (;;) {
+    if (g_stop && !drain_until) {
+      drain_until = Clock::now() + std::chrono::seconds(1);
+      timeval quiet{0, 50000};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof quiet);
+    }
+    if (drain_until && Clock::now() >= *drain_until) break;
     Probe p{};
     ssize_t r = ::recv(fd, &p, sizeof p, 0);
+    if (r < 0 && drain_until && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // quiet: all landed
     if (r != static_cast<ssize_t>(sizeof p) || p.magic != kProbeMagic) continue;
     auto now = Clock::now();
     Path& x = paths[p.path];
@@ -753,16 +763,12 @@ int probe_recv_main(int argc, char** argv) {
     ++x.received;
     x.max_seq = std::max(x.max_seq, p.seq);
   }
-  nlohmann::json out = nlohmann::json::array();
+  traffic::ProbeRecvResult result;
   for (const auto& [id, x] : paths) {
     uint64_t sent = x.max_seq + 1;
-    out.push_back({{"path", id},
-                   {"received", x.received},
-                   {"lost", sent > x.received ? sent - x.received : 0},
-                   {"longest_gap_ms", x.longest_gap_ms},
-                   {"gap_started_s", x.gap_at_s}});
+    result.paths.push_back({id, x.received, sent > x.received ? sent - x.received : 0, x.longest_gap_ms, x.gap_at_s});
   }
-  std::cout << nlohmann::json{{"role", "probe-recv"}, {"paths", out}}.dump() << "\n";
+  std::cout << traffic::line_of(result) << "\n";
   return 0;
 }
 
@@ -808,10 +814,11 @@ int probe_send_main(int argc, char** argv) {
     ++seq;
   }
   for (int fd : fds) ::close(fd);
-  std::cout << nlohmann::json{{"role", "probe-send"}, {"paths", npaths}, {"sent_per_path", seq},
-                              {"send_errors", send_errors}}
-                   .dump()
-            << "\n";
+  traffic::ProbeSendResult result;
+  result.paths = npaths;
+  result.sent_per_path = seq;
+  result.send_errors = send_errors;
+  std::cout << traffic::line_of(result) << "\n";
   return 0;
 }
 

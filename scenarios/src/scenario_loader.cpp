@@ -14,6 +14,7 @@
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/scenario.hpp"
+#include "lanes/scenarios/workload.hpp"
 
 namespace lanes::scenarios {
 
@@ -39,35 +40,8 @@ const std::map<std::string, std::map<std::string, Attrs>>& base_schema() {
       {"wait",
        {{"", {{"workload", Kind::workload}, {"condition", Kind::choice, false, "members"}, {"host", Kind::host},
               {"rack", Kind::rack}, {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name}}}}},
-      {"workload",
-       {{"checkpoint-save",
-         {{"host", Kind::host}, {"rack", Kind::rack}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
-          {"flows", Kind::count}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
-        {"checkpoint-restore",
-         {{"host", Kind::host}, {"rack", Kind::rack}, {"server", Kind::server, true}, {"bytes", Kind::size, true},
-          {"flows", Kind::count}, {"wait", Kind::boolean}, {"timeout", Kind::duration}, {"repeat", Kind::integer}}},
-        {"ingest",
-         {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::count},
-          {"requests", Kind::count}, {"size", Kind::size}, {"wait", Kind::boolean}, {"timeout", Kind::duration},
-          {"repeat", Kind::integer}}},
-        {"bootstrap",
-         {{"server", Kind::servers, true}, {"hosts", Kind::hosts}, {"workers", Kind::count}, {"bytes", Kind::size},
-          {"wait", Kind::boolean}, {"timeout", Kind::duration}}},
-        {"probe",
-         {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::count}, {"rate", Kind::positive},
-          {"per-nic", Kind::boolean}}}}},
-      {"fault",
-       {{"nic-down", {{"host", Kind::host}, {"rack", Kind::rack}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
-        {"nic-up", {{"host", Kind::host}, {"rack", Kind::rack}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
-        {"nic-flap",
-         {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"period", Kind::duration, true},
-          {"count", Kind::integer}, {"mark", Kind::name}}},
-        {"silent-drop", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
-        {"clear-drop", {{"host", Kind::host, true}, {"nic", Kind::nic, true}, {"mark", Kind::name}}},
-        {"kill",
-         {{"node", Kind::node, true}, {"daemon", Kind::choice, true, "gobgpd|fib-agent|vip-injector|host-agent"},
-          {"mark", Kind::name}}},
-        {"rogue-announce", {{"host", Kind::host, true}, {"victim", Kind::host, true}, {"mark", Kind::name}}}}},
+      {"workload", {}},  // plug-ins (workload.hpp)
+      {"fault", {}},
       {"assert",
        {{"throughput-ratio",
          {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
@@ -95,6 +69,8 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
   static const std::map<std::string, std::map<std::string, Attrs>> s = [] {
     auto all = base_schema();
     for (const auto* p : live_assertions()) all["assert"][p->type()] = p->attrs();
+    for (const auto* p : workloads()) all["workload"][p->type()] = p->attrs();
+    for (const auto* p : faults()) all["fault"][p->type()] = p->attrs();
     return all;
   }();
   return s;
@@ -331,7 +307,7 @@ class Loader {
           }
         }
         std::set<std::string> workloads, marks = {"start"};
-        probes_.clear();
+        open_ended_.clear();
         for (auto s : c.children()) {
           if (s.type() != pugi::node_element) continue;
           auto st = step(s, base_topo ? &ph.topology : nullptr, ph.name, workloads, marks, true, workloads_of,
@@ -424,10 +400,11 @@ class Loader {
         ok = false;
       }
     }
-    if (st.element == "workload" && st.type == "probe") probes_.insert(st.str("name"));
-    if (st.element == "wait" && st.has("workload") && probes_.count(st.str("workload"))) {
-      problem(n, "probe '{}' runs until <stop workload=\"{}\"/> or the end of the phase: it cannot be waited for",
-              st.str("workload"), st.str("workload"));
+    const Workload* workload = st.element == "workload" ? find_workload(st.type) : nullptr;
+    if (workload && workload->open_ended()) open_ended_[st.str("name")] = st.type;
+    if (st.element == "wait" && st.has("workload") && open_ended_.count(st.str("workload"))) {
+      problem(n, "{} '{}' runs until <stop workload=\"{}\"/> or the end of the phase: it cannot be waited for",
+              open_ended_[st.str("workload")], st.str("workload"), st.str("workload"));
       ok = false;
     }
     if (st.element == "wait" && st.has("workload") == (st.str("condition") == "members")) {
@@ -457,10 +434,9 @@ class Loader {
       problem(n, "repeat=\"{}\": expected 1 to 20", st.str("repeat"));
       ok = false;
     }
-    if (st.element == "workload" && st.type == "probe" && topo) {
-      int from = topo->find_node(st.str("from"));
-      if (st.flag("per-nic", false) && from >= 0 && topo->nodes[from].kind != NodeKind::host) {
-        problem(n, "per-nic=\"true\" needs from=\"...\" to be a job host");
+    if (ok && workload && topo) {
+      if (auto why = workload->check(st, *topo); !why.empty()) {
+        problem(n, "{}", why);
         ok = false;
       }
     }
@@ -639,7 +615,7 @@ class Loader {
   std::string text_;
   std::string file_;
   std::vector<std::string> chain_;
-  std::set<std::string> probes_;  // the probe workloads of the phase being read
+  std::map<std::string, std::string> open_ended_;  // name → type: the phase's workloads that run until stopped (probes)
   std::vector<ptrdiff_t> newlines_;
   std::vector<std::string> problems_;
 };

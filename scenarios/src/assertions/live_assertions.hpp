@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "lanes/scenarios/live_assertion.hpp"
+#include "lanes/scenarios/step_context.hpp"
 
 namespace lanes::scenarios {
 
@@ -47,8 +48,5 @@ class HijackRejected final : public LiveAssertion {
   const Attrs& attrs() const override;
   reports::Assertion check(const Step& st, LiveContext& ctx) const override;
 };
-
-// The job hosts a step acts on: host="..." or every job host of rack="...".
-std::vector<std::string> hosts_of(const Step& st, const testbed::Topology& topo);
 
 }  // namespace lanes::scenarios

@@ -17,9 +17,11 @@
 //   </scenario>
 //
 // A suite is <suite name=".." description=".."><include file=".."/>...</suite>.
-// Every element's attributes are checked against a table (unknown, missing,
-// malformed values, nodes the topology does not have): all problems are
-// reported together as `file:line: message` (testbed::InputError).
+// Every element's attributes are checked against what its type declares
+// (the workload, fault and assertion plug-ins declare their own; see
+// workload.hpp and live_assertion.hpp): unknown, missing and malformed
+// values and nodes the topology does not have are all reported together as
+// `file:line: message` (testbed::InputError).
 
 #include <chrono>
 #include <map>

@@ -1,0 +1,141 @@
+#pragma once
+// What each lanes-traffic mode prints when it ends: one JSON object on one
+// line, written and read through these structs (lanes-traffic writes them,
+// the runner's workloads read them), so the field names exist once.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace lanes::scenarios::traffic {
+
+// send: F flows to one receiver
+struct SendFlow {
+  uint32_t flow = 0;
+  int local_port = 0;  // the flow's source port (the BPF flow table's key)
+  uint64_t bytes = 0;
+  uint64_t retransmits = 0;
+  std::string error;
+  double seconds = 0;
+  std::vector<uint64_t> per_interval;  // bytes sent per --interval-ms
+};
+struct SendResult {
+  std::string role = "send";
+  std::vector<SendFlow> flows;
+  uint64_t bytes = 0;
+  double steady_gbps = 0;  // after the first second, without the last interval
+  std::vector<uint64_t> interval_bytes;
+  double seconds = 0;
+  double gbps = 0;  // bytes over seconds
+  int connection_errors = 0;
+  int interval_ms = 100;
+};
+
+// recv: what arrived and was verified, per flow
+struct RecvFlow {
+  uint32_t flow = 0;
+  uint64_t expected = 0;  // the header's length (~0: until the sender closes)
+  uint64_t verified = 0;
+  bool complete = false;
+  double seconds = 0;
+  std::optional<uint64_t> first_bad_offset;
+};
+struct RecvResult {
+  std::string role = "recv";
+  std::vector<RecvFlow> flows;
+  uint64_t verified_bytes = 0;
+  bool all_complete = false;
+};
+
+// serve: the server side of fetch
+struct ServeResult {
+  std::string role = "serve";
+  uint64_t connections = 0;
+  uint64_t requests = 0;
+  uint64_t bytes = 0;
+};
+
+struct Percentiles {
+  double p50 = 0, p99 = 0, max = 0;
+};
+// fetch: C connections of R requests each
+struct FetchResult {
+  std::string role = "fetch";
+  int connections = 0;
+  int completed = 0;
+  int connection_errors = 0;
+  int connect_failures = 0;
+  uint64_t requests = 0;
+  uint64_t verified_bytes = 0;
+  bool all_verified = false;
+  double seconds = 0;
+  Percentiles latency_ms, connect_ms;
+  // every sample, so that percentiles over many fetchers are true ones
+  std::vector<double> latency_samples_ms, connect_samples_ms;
+  std::vector<std::string> errors;  // the first few failed connections' reasons
+};
+
+// probe-recv: per path what arrived
+struct ProbePath {
+  uint64_t path = 0;
+  uint64_t received = 0;
+  uint64_t lost = 0;  // below the highest sequence number seen
+  double longest_gap_ms = 0;
+  double gap_started_s = 0;
+};
+struct ProbeRecvResult {
+  std::string role = "probe-recv";
+  std::vector<ProbePath> paths;
+};
+struct ProbeSendResult {
+  std::string role = "probe-send";
+  int paths = 0;
+  uint64_t sent_per_path = 0;
+  uint64_t send_errors = 0;
+};
+
+// Missing fields read as their defaults (an older lanes-traffic, or a field
+// this one leaves out); a field of the wrong type makes the read fail.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
+                                                per_interval)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendResult, role, flows, bytes, steady_gbps, interval_bytes, seconds,
+                                                gbps, connection_errors, interval_ms)
+void to_json(nlohmann::json& j, const RecvFlow& x);  // first_bad_offset only when there is one
+void from_json(const nlohmann::json& j, RecvFlow& x);
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecvResult, role, flows, verified_bytes, all_complete)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServeResult, role, connections, requests, bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Percentiles, p50, p99, max)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FetchResult, role, connections, completed, connection_errors,
+                                                connect_failures, requests, verified_bytes, all_verified, seconds,
+                                                latency_ms, connect_ms, latency_samples_ms, connect_samples_ms, errors)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors)
+
+// One result as the line lanes-traffic prints.
+template <typename T>
+std::string line_of(const T& result) {
+  return nlohmann::json(result).dump();
+}
+
+// The last JSON object line of a lanes-traffic output file, as T; nullopt
+// when the process printed none (it died, or was killed before its end) or
+// the line is not T (its role differs, or a field has the wrong type).
+std::optional<nlohmann::json> last_object_line(const std::string& path);
+template <typename T>
+std::optional<T> read_result(const std::string& path) {
+  auto j = last_object_line(path);
+  if (!j) return std::nullopt;
+  try {
+    T x = j->template get<T>();
+    if (x.role != T{}.role) return std::nullopt;
+    return x;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace lanes::scenarios::traffic

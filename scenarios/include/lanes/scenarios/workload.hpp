@@ -1,0 +1,72 @@
+#pragma once
+// Workloads and faults are plug-ins: one file per type under
+// scenarios/src/workloads/ and scenarios/src/faults/, each declaring its
+// attributes (the loader checks steps against them) and doing its work
+// through a StepContext. Adding one is adding a file and a line in its
+// registry (workloads() or faults()).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lanes/scenarios/schema.hpp"
+#include "lanes/scenarios/step_context.hpp"
+
+namespace lanes::scenarios {
+
+// A workload once started: its lanes-traffic processes and what its figures
+// are computed from.
+struct WorkloadRun {
+  Step step;
+  int port = 0;          // its first port
+  double start_s = 0;    // when its clients got going, seconds into the phase
+  double started_in_s = 0;  // a burst: how long starting its clients took before their go
+  std::vector<std::string> hosts;  // its job hosts, in the order of servers and clients where one each
+  std::vector<Proc> servers;  // receivers and servers: stopped (or awaited) after the clients
+  std::vector<Proc> clients;
+  bool finished = false;
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  virtual const char* type() const = 0;
+  virtual const Attrs& attrs() const = 0;
+  // A problem of STEP in TOPO the attribute declarations cannot say ("" if none).
+  virtual std::string check(const Step&, const testbed::Topology&) const { return ""; }
+  // Runs until <stop> or the phase's end (a probe): it cannot be waited for.
+  virtual bool open_ended() const { return false; }
+  // Its servers end by themselves once every client is done (a checkpoint's receivers).
+  virtual bool servers_end() const { return false; }
+  // The job hosts whose NICs the phase samples for it (default: host=, rack=, from=, to=).
+  virtual std::vector<std::string> sampled_hosts(const Step& st, const testbed::Topology& topo) const;
+  // The NIC counters that carry it, as the job sees them: "tx", "rx", or "" (no share).
+  virtual const char* nic_direction() const { return "rx"; }
+  // Its rate on the wire (from the NIC counters) is a figure of its own.
+  virtual bool wire_rate() const { return false; }
+
+  // Starts its processes into W (servers first, listening, then clients).
+  virtual void start(WorkloadRun& w, StepContext& ctx) const = 0;
+  // Its figures from its processes' results once they ended (its clients at END_S).
+  virtual nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const = 0;
+  // One line for the progress output: ": 3.1 Gbit/s, ..."
+  virtual std::string summary(const nlohmann::json& figures) const = 0;
+};
+
+class Fault {
+ public:
+  virtual ~Fault() = default;
+  virtual const char* type() const = 0;
+  virtual const Attrs& attrs() const = 0;
+  // Applies the fault; LABEL is its mark= (or its type), under which it
+  // marks the timeline and records what it measured.
+  virtual void apply(const Step& st, const std::string& label, StepContext& ctx) const = 0;
+};
+
+// Every workload and fault type, registered once.
+const std::vector<const Workload*>& workloads();
+const Workload* find_workload(const std::string& type);
+const std::vector<const Fault*>& faults();
+const Fault* find_fault(const std::string& type);
+
+}  // namespace lanes::scenarios

@@ -1,0 +1,45 @@
+#include <fmt/format.h>
+#include <signal.h>
+
+#include "faults.hpp"
+#include "lanes/core/process.hpp"
+
+namespace lanes::scenarios {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+const char* KillDaemon::type() const { return "kill"; }
+
+const Attrs& KillDaemon::attrs() const {
+  static const Attrs a = {{"node", Kind::node, true},
+                          {"daemon", Kind::choice, true, "gobgpd|fib-agent|vip-injector|host-agent"},
+                          {"mark", Kind::name}};
+  return a;
+}
+
+void kill_and_await_restart(StepContext& ctx, const std::string& n, const std::string& d, const std::string& label) {
+  pid_t pid = ctx.daemon_pid(n, d);
+  if (pid <= 0) throw StepError(fmt::format("no {} runs on {} (supervisor.json)", d, n));
+  if (testbed::process_start_time(pid) == 0 || ::kill(pid, SIGKILL) != 0)
+    throw StepError(fmt::format("cannot kill {} on {} (pid {})", d, n, pid));
+  ctx.mark(label, "fault");
+  auto start = Clock::now();
+  bool back = ctx.eventually(
+      [&] {
+        pid_t p = ctx.daemon_pid(n, d);
+        return p > 0 && p != pid && testbed::process_start_time(p) != 0;
+      },
+      milliseconds(30'000), milliseconds(20));
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  ctx.figure("restart_" + label + "_s", took);
+  ctx.say(fmt::format("fault: {} on {} killed (pid {}); {}", d, n, pid,
+                      back ? fmt::format("restarted by the supervisor in {:.2f} s", took) : "NOT restarted in 30 s"));
+  if (!back) throw StepError(fmt::format("{} on {} was not restarted", d, n));
+}
+
+void KillDaemon::apply(const Step& st, const std::string& label, StepContext& ctx) const {
+  kill_and_await_restart(ctx, st.str("node"), st.str("daemon"), label);
+}
+
+}  // namespace lanes::scenarios

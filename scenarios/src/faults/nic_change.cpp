@@ -1,0 +1,88 @@
+#include <fmt/format.h>
+
+#include <set>
+
+#include "faults.hpp"
+
+namespace lanes::scenarios {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+const char* NicChange::type() const { return down_ ? "nic-down" : "nic-up"; }
+
+const Attrs& NicChange::attrs() const {
+  static const Attrs a = {{"host", Kind::host}, {"rack", Kind::rack}, {"nic", Kind::nic, true}, {"mark", Kind::name}};
+  return a;
+}
+
+BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<uint32_t>& after) {
+  BucketMoves m;
+  m.buckets = static_cast<int>(before.size());
+  std::set<uint32_t> kept(after.begin(), after.end()), failed;
+  for (auto b : before)
+    if (!kept.count(b)) failed.insert(b);
+  for (size_t i = 0; i < before.size() && i < after.size(); ++i)
+    if (!failed.count(before[i])) {
+      ++m.healthy;
+      m.moved_healthy += after[i] != before[i];
+    }
+  return m;
+}
+
+void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx) const {
+  auto hosts = hosts_of(st, ctx.topo());
+  int nic = st.integer("nic");
+  TaskGroups groups(ctx.topo(), ctx.fabric());
+  std::map<std::string, size_t> members;
+  for (const auto& [h, m] : groups.members(hosts)) members[h] = m.size();
+  std::map<std::string, std::vector<uint32_t>> before;
+  if (down_) {
+    auto b = groups.buckets(hosts);
+    if (!b) throw StepError(b.error().what());
+    before = std::move(b).value();
+  }
+  auto at = Clock::now();
+  ctx.set_nics(hosts, nic, !down_);
+  double applied_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
+  ctx.mark(label, "fault");
+  ctx.say(fmt::format("fault: {} nic{} {}",
+                      st.has("host") ? st.str("host") : fmt::format("{} hosts of rack {}", hosts.size(), st.str("rack")),
+                      nic, down_ ? "down" : "up"));
+  if (!down_) return;
+  // the switch drops the NIC's next hop with its port's carrier: every
+  // group one member fewer, then each group's buckets compared
+  auto shrunk_all = [&] {
+    for (const auto& [h, m] : groups.members(hosts))
+      if (m.size() + 1 != members[h]) return false;
+    return true;
+  };
+  // a rack's groups are looked at every 50 ms: each look dumps the switch's
+  // routes and nexthops, which holds the lock the kernel's own removal of
+  // the next hops needs
+  bool shrunk = ctx.eventually(shrunk_all, milliseconds(5000 + 500 * static_cast<int64_t>(hosts.size())),
+                               milliseconds(hosts.size() == 1 ? 5 : 50));
+  double shrunk_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
+  auto now = groups.buckets(hosts);
+  if (!now) throw StepError(now.error().what());
+  BucketMoves all;
+  for (const auto& h : hosts) {
+    auto m = bucket_moves(before[h], now.value()[h]);
+    all.buckets += m.buckets;
+    all.healthy += m.healthy;
+    all.moved_healthy += m.moved_healthy;
+  }
+  json rec = {{"groups", hosts.size()},        {"buckets", all.buckets}, {"healthy_buckets", all.healthy},
+              {"moved_healthy", all.moved_healthy}, {"group_shrunk", shrunk}, {"applied_ms", applied_ms}};
+  if (shrunk) rec["shrunk_ms"] = shrunk_ms;
+  if (hosts.size() == 1) rec["members_after"] = groups.members(hosts)[hosts[0]].size();
+  ctx.record_fault(label, rec);
+  if (hosts.size() > 1)
+    ctx.say(fmt::format("{} {} groups shrunk {} (the {} NICs went down within {:.0f} ms)", shrunk ? "✓" : "✗",
+                        hosts.size(),
+                        shrunk ? fmt::format("{:.0f} ms after the first NIC", shrunk_ms) : "not within the wait",
+                        hosts.size(), applied_ms));
+}
+
+}  // namespace lanes::scenarios

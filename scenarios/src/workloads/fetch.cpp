@@ -1,0 +1,120 @@
+// What the fetching workloads (ingest, bootstrap) share: starting servers
+// and fetchers, and their figures.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "workloads.hpp"
+
+namespace lanes::scenarios {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
+  const Step& st = w.step;
+  std::string seed = std::to_string(ctx.seed()), base = ctx.out_base(st.str("name"));
+  w.port = ctx.take_ports(1);
+  for (const auto& server : plan.servers)
+    w.servers.push_back(ctx.start_traffic("serve " + server, ctx.node_ns(server),
+                                          {"serve", "--port", std::to_string(w.port), "--seed", seed},
+                                          fmt::format("{}.serve-{}.json", base, server)));
+  for (const auto& server : plan.servers) ctx.wait_listening(ctx.node_ns(server), w.port, false, server);
+  double starting = ctx.now_s();
+  w.start_s = starting;
+  for (size_t i = 0; i < plan.hosts.size(); ++i) {
+    if (plan.conns[i] == 0) continue;
+    std::vector<std::string> args = {
+        "fetch", "--to", ctx.server_addr(plan.servers[i % plan.servers.size()]), "--port", std::to_string(w.port),
+        "--conns", std::to_string(plan.conns[i]), "--requests", std::to_string(plan.requests), "--bytes",
+        std::to_string(plan.bytes), "--seed", seed, "--timeout",
+        std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)};
+    if (plan.burst) args.push_back("--wait-go");
+    w.hosts.push_back(plan.hosts[i]);
+    w.clients.push_back(ctx.start_traffic("fetch " + plan.hosts[i], ctx.job_ns(plan.hosts[i]), std::move(args),
+                                          fmt::format("{}.fetch-{}.json", base, plan.hosts[i]), plan.burst));
+  }
+  if (plan.burst) {
+    w.start_s = ctx.now_s();
+    w.started_in_s = w.start_s - starting;
+    ctx.go(w.clients);
+  }
+}
+
+std::vector<std::optional<traffic::FetchResult>> fetch_results(const WorkloadRun& w) {
+  std::vector<std::optional<traffic::FetchResult>> out;
+  for (const auto& c : w.clients) out.push_back(traffic::read_result<traffic::FetchResult>(c.out));
+  return out;
+}
+
+json fetch_figures(const std::vector<std::optional<traffic::FetchResult>>& fetchers) {
+  int errors = 0, conns = 0, done = 0;
+  uint64_t verified = 0, requests = 0;
+  double secs = 0;
+  bool all = true;
+  std::vector<double> lat, setup;  // every request's latency and every connection's setup, all fetchers
+  for (const auto& j : fetchers) {
+    if (!j) {
+      all = false;
+      continue;
+    }
+    errors += j->connection_errors;
+    conns += j->connections;
+    done += j->completed;
+    verified += j->verified_bytes;
+    requests += j->requests;
+    secs = std::max(secs, j->seconds);
+    all = all && j->all_verified;
+    lat.insert(lat.end(), j->latency_samples_ms.begin(), j->latency_samples_ms.end());
+    setup.insert(setup.end(), j->connect_samples_ms.begin(), j->connect_samples_ms.end());
+  }
+  std::sort(lat.begin(), lat.end());
+  std::sort(setup.begin(), setup.end());
+  auto pct = [](const std::vector<double>& v, double q) {
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5))];
+  };
+  json f;
+  f["connections"] = conns;
+  f["completed"] = done;
+  f["connection_errors"] = errors + (conns == 0 ? 1 : 0);
+  f["requests"] = requests;
+  f["verified_bytes"] = verified;
+  f["bytes_verified"] = all && conns > 0;
+  if (!(all && conns > 0)) f["verify_note"] = fmt::format("{} of {} connections completed", done, conns);
+  f["seconds"] = secs;
+  f["p50_ms"] = pct(lat, 0.5);
+  f["p99_ms"] = pct(lat, 0.99);
+  f["max_ms"] = pct(lat, 1.0);
+  f["connect_p50_ms"] = pct(setup, 0.5);
+  f["connect_p99_ms"] = pct(setup, 0.99);
+  f["connect_max_ms"] = pct(setup, 1.0);
+  return f;
+}
+
+std::string fetch_summary(const json& f) {
+  return fmt::format(": {} connections, {} errors, p50 {:.2f} ms, p99 {:.2f} ms, connect p50 {:.2f} ms p99 {:.2f} ms",
+                     f.value("connections", 0), f.value("connection_errors", 0), f.value("p50_ms", 0.0),
+                     f.value("p99_ms", 0.0), f.value("connect_p50_ms", 0.0), f.value("connect_p99_ms", 0.0));
+}
+
+std::vector<std::string> job_hosts(const Step& st, const testbed::Topology& topo) {
+  std::vector<std::string> hosts;
+  auto job_host = [&](const std::string& h) {
+    int i = topo.find_node(h);
+    return i >= 0 && topo.nodes[static_cast<size_t>(i)].kind == testbed::NodeKind::host &&
+           topo.nodes[static_cast<size_t>(i)].job;
+  };
+  if (st.has("hosts")) {
+    std::stringstream ss(st.str("hosts"));
+    for (std::string h; std::getline(ss, h, ',');)
+      if (job_host(h)) hosts.push_back(h);
+  } else {
+    for (const auto& n : topo.nodes)
+      if (n.kind == testbed::NodeKind::host && n.job) hosts.push_back(n.name);
+  }
+  return hosts;
+}
+
+}  // namespace lanes::scenarios

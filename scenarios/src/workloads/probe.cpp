@@ -1,0 +1,112 @@
+#include <fmt/format.h>
+
+#include <set>
+
+#include "workloads.hpp"
+
+namespace lanes::scenarios {
+
+using nlohmann::json;
+
+const char* Probe::type() const { return "probe"; }
+
+const Attrs& Probe::attrs() const {
+  static const Attrs a = {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::count},
+                          {"rate", Kind::positive},   {"per-nic", Kind::boolean}};
+  return a;
+}
+
+std::string Probe::check(const Step& st, const testbed::Topology& topo) const {
+  int from = topo.find_node(st.str("from"));
+  if (st.flag("per-nic", false) && from >= 0 && topo.nodes[static_cast<size_t>(from)].kind != testbed::NodeKind::host)
+    return "per-nic=\"true\" needs from=\"...\" to be a job host";
+  return "";
+}
+
+namespace {
+const testbed::Node& node_of(const testbed::Topology& topo, const std::string& name) {
+  return topo.nodes.at(static_cast<size_t>(topo.find_node(name)));
+}
+bool is_job_host(const testbed::Node& n) { return n.kind == testbed::NodeKind::host && n.job.has_value(); }
+}  // namespace
+
+// from= sends rate= probes a second on each of paths= paths (per-nic: one
+// path per NIC, bound to its address) to to= (a job host's task IP, or a
+// node's address), until stopped.
+void Probe::start(WorkloadRun& w, StepContext& ctx) const {
+  const Step& st = w.step;
+  const auto& topo = ctx.topo();
+  std::string base = ctx.out_base(st.str("name"));
+  const auto &from = node_of(topo, st.str("from")), &to = node_of(topo, st.str("to"));
+  w.port = ctx.take_ports(1);
+  int rns = is_job_host(to) ? ctx.job_ns(to.name) : ctx.node_ns(to.name);
+  int sns = is_job_host(from) ? ctx.job_ns(from.name) : ctx.node_ns(from.name);
+  std::string dst = is_job_host(to) ? to.job->task_ip4.to_string() : ctx.server_addr(to.name);
+  std::vector<std::string> args = {"probe-send", "--to", dst, "--port", std::to_string(w.port), "--rate",
+                                   fmt::format("{}", st.num("rate", 1000))};
+  int paths = st.integer("paths", 8);
+  if (st.flag("per-nic", false)) {
+    std::string binds;
+    for (const auto& nic : from.nics) binds += (binds.empty() ? "" : ",") + nic.job_addr4.addr.to_string();
+    args.insert(args.end(), {"--bind", binds});
+    paths = static_cast<int>(from.nics.size());
+  }
+  args.insert(args.end(), {"--paths", std::to_string(paths)});
+  w.servers.push_back(ctx.start_traffic("probe-recv", rns, {"probe-recv", "--port", std::to_string(w.port)},
+                                        base + ".probe-recv.json"));
+  ctx.wait_listening(rns, w.port, true, to.name);
+  w.start_s = ctx.now_s();
+  w.clients.push_back(ctx.start_traffic("probe-send", sns, args, base + ".probe-send.json"));
+}
+
+json Probe::figures(const WorkloadRun& w, double end_s, StepContext& ctx) const {
+  const Step& st = w.step;
+  bool per_nic = st.flag("per-nic", false);
+  int paths = per_nic ? static_cast<int>(node_of(ctx.topo(), st.str("from")).nics.size()) : st.integer("paths", 8);
+  json f = probe_figures(traffic::read_result<traffic::ProbeSendResult>(w.clients.at(0).out),
+                         traffic::read_result<traffic::ProbeRecvResult>(w.servers.at(0).out), paths, per_nic,
+                         end_s - w.start_s);
+  f["rate_hz"] = st.num("rate", 1000);
+  return f;
+}
+
+std::string Probe::summary(const json& f) const {
+  return fmt::format(": longest blackout {:.0f} ms ({}), {} probes lost", f.value("blackout_ms", 0.0),
+                     f.value("worst_path", std::string("-")), f.value("lost", uint64_t{0}));
+}
+
+json probe_figures(const std::optional<traffic::ProbeSendResult>& s, const std::optional<traffic::ProbeRecvResult>& rv,
+                   int want_paths, bool per_nic, double duration_s) {
+  uint64_t sent = s ? s->sent_per_path : 0, lost = 0;
+  double worst = 0;
+  std::string worst_path = "-";
+  json paths = json::array();
+  std::set<uint64_t> seen;
+  auto name = [&](uint64_t id) { return per_nic ? fmt::format("nic{}", id) : fmt::format("flow{}", id); };
+  if (rv)
+    for (const auto& p : rv->paths) {
+      seen.insert(p.path);
+      uint64_t l = sent > p.received ? sent - p.received : 0;
+      lost += l;
+      if (p.longest_gap_ms > worst) worst = p.longest_gap_ms, worst_path = name(p.path);
+      paths.push_back({{"path", name(p.path)}, {"received", p.received}, {"lost", l},
+                       {"longest_gap_ms", p.longest_gap_ms}, {"gap_started_s", p.gap_started_s}});
+    }
+  for (int id = 0; id < want_paths; ++id)
+    if (!seen.count(static_cast<uint64_t>(id))) {  // nothing arrived on it at all: blacked out throughout
+      double all_ms = duration_s * 1000;
+      paths.push_back({{"path", name(static_cast<uint64_t>(id))}, {"received", 0}, {"lost", sent},
+                       {"longest_gap_ms", all_ms}});
+      lost += sent;
+      if (all_ms > worst) worst = all_ms, worst_path = name(static_cast<uint64_t>(id));
+    }
+  json f;
+  f["paths"] = paths;
+  f["sent_per_path"] = sent;
+  f["lost"] = lost;
+  f["blackout_ms"] = worst;
+  f["worst_path"] = worst_path;
+  return f;
+}
+
+}  // namespace lanes::scenarios

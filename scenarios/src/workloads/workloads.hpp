@@ -1,0 +1,106 @@
+#pragma once
+// The workload types (one .cpp each), for the registry and the tests, and
+// the pure functions their figures are computed by.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lanes/scenarios/traffic_results.hpp"
+#include "lanes/scenarios/workload.hpp"
+
+namespace lanes::scenarios {
+
+// checkpoint-save (the job sends to a storage server) and
+// checkpoint-restore (the server sends to the job): one transfer per host
+class Checkpoint final : public Workload {
+ public:
+  explicit Checkpoint(bool save) : save_(save) {}
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  bool servers_end() const override { return true; }
+  const char* nic_direction() const override { return save_ ? "tx" : "rx"; }
+  bool wire_rate() const override { return true; }
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+
+ private:
+  bool save_;
+};
+
+// ingest: one host's job fetches from a server over many connections
+class Ingest final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+};
+
+// bootstrap: every job host (or hosts=) fetches at one moment (a burst)
+class Bootstrap final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::vector<std::string> sampled_hosts(const Step& st, const testbed::Topology& topo) const override;
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+};
+
+// probe: sequence-numbered UDP probes on several paths until stopped
+class Probe final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
+  bool open_ended() const override { return true; }
+  const char* nic_direction() const override { return ""; }
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+};
+
+// One host's transfer: what was asked (WANT bytes over FLOWS flows), what
+// the sender sent and the receiver verified, flow by flow, and where the
+// host's BPF datapath placed each flow (NIC_OF_PORT: source port → NIC of
+// NICS). A missing result (the process printed none) fails the check.
+nlohmann::json transfer_figures(const std::optional<traffic::SendResult>& sent,
+                                const std::optional<traffic::RecvResult>& received, uint64_t want, int flows,
+                                const std::map<int, int>& nic_of_port, size_t nics);
+// A rack's transfers: the sums over its hosts' figures, and each host's.
+nlohmann::json rack_transfer_figures(const std::vector<std::string>& hosts, const std::vector<nlohmann::json>& each,
+                                     int flows_per_host);
+// The fetchers' results together: connections, errors, latency and
+// connection-setup percentiles over every sample (a missing result counts
+// as a fetcher that completed nothing).
+nlohmann::json fetch_figures(const std::vector<std::optional<traffic::FetchResult>>& fetchers);
+// A probe's paths: received, lost and the longest gap of each; a path
+// nothing arrived on is blacked out for all of DURATION_S.
+nlohmann::json probe_figures(const std::optional<traffic::ProbeSendResult>& sent,
+                             const std::optional<traffic::ProbeRecvResult>& received, int paths, bool per_nic,
+                             double duration_s);
+
+// What ingest and bootstrap share: serve on each of SERVERS, then one
+// fetcher per host of HOSTS (CONNS[i] connections, REQUESTS of BYTES each;
+// a host with no connection gets none), host i from server i mod servers.
+// BURST: the fetchers start held and go together.
+struct FetchPlan {
+  std::vector<std::string> servers, hosts;
+  std::vector<int> conns;
+  int requests = 1;
+  uint64_t bytes = 0;
+  bool burst = false;
+};
+void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan);
+std::vector<std::optional<traffic::FetchResult>> fetch_results(const WorkloadRun& w);
+std::string fetch_summary(const nlohmann::json& f);
+
+// The job hosts of a comma-separated hosts= list (those with a job), or
+// every job host when the step has none.
+std::vector<std::string> job_hosts(const Step& st, const testbed::Topology& topo);
+
+}  // namespace lanes::scenarios

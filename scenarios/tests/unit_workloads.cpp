@@ -1,0 +1,302 @@
+// unit tier: the workload and fault plug-ins without root — lanes-traffic's
+// results read back as typed structs, the figures each workload computes
+// from them, and what a nic-down fault records over a fake fabric.
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "fake_fabric.hpp"
+#include "faults/faults.hpp"
+#include "lanes/core/topology_loader.hpp"
+#include "support.hpp"
+#include "workloads/workloads.hpp"
+
+using namespace lanes::scenarios;
+using lanes::test::FakeFabric;
+using nlohmann::json;
+namespace tb = lanes::testbed;
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  auto p = std::filesystem::temp_directory_path() / ("lanes-unit-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+traffic::SendResult sent(std::vector<uint64_t> per_flow, std::vector<int> ports = {}) {
+  traffic::SendResult s;
+  for (size_t i = 0; i < per_flow.size(); ++i) {
+    s.flows.push_back({static_cast<uint32_t>(i), i < ports.size() ? ports[i] : 0, per_flow[i], 1, "", 1.0, {}});
+    s.bytes += per_flow[i];
+  }
+  s.seconds = 2;
+  s.gbps = 1.5;
+  s.steady_gbps = 2.0;
+  return s;
+}
+traffic::RecvResult received(std::vector<uint64_t> per_flow) {
+  traffic::RecvResult r;
+  for (size_t i = 0; i < per_flow.size(); ++i) {
+    r.flows.push_back({static_cast<uint32_t>(i), ~uint64_t{0}, per_flow[i], true, 1.0, std::nullopt});
+    r.verified_bytes += per_flow[i];
+  }
+  r.all_complete = true;
+  return r;
+}
+
+// A phase over a fake fabric: what a fault does to the NICs is the test's
+// on_set_nics; everything a fault here does not use fails the test.
+class FakePhase final : public StepContext {
+ public:
+  tb::Topology topology;
+  FakeFabric fake;
+  std::function<void(const std::vector<std::string>&, int, bool)> on_set_nics;
+  std::map<std::string, json> faults;
+  std::vector<std::string> marks, said;
+
+  explicit FakePhase(const char* file) : topology(tb::load_topology(lanes::test::topology(file))) {}
+  const tb::Topology& topo() const override { return topology; }
+  FabricView& fabric() override { return fake; }
+  int node_ns(const std::string&) override { throw StepError("no namespaces here"); }
+  int job_ns(const std::string&) override { throw StepError("no namespaces here"); }
+  std::string server_addr(const std::string&) const override { throw StepError("no servers here"); }
+  int take_ports(int) override { return 5301; }
+  std::string out_base(const std::string& name) const override { return "/nonexistent/" + name; }
+  uint64_t seed() const override { return 1; }
+  Proc start_traffic(const std::string&, int, std::vector<std::string>, const std::string&, bool) override {
+    throw StepError("no processes here");
+  }
+  void go(std::vector<Proc>&) override {}
+  void wait_listening(int, int, bool, const std::string&) override {}
+  std::map<int, int> bpf_flow_nics(const std::string&, int) override { return {}; }
+  void set_nics(const std::vector<std::string>& hosts, int nic, bool up) override {
+    if (on_set_nics) on_set_nics(hosts, nic, up);
+  }
+  void nft(int, const std::string&, const std::string&) override { throw StepError("no nft here"); }
+  pid_t daemon_pid(const std::string&, const std::string&) override { return 0; }
+  void claim_task_ips(const std::string&, const std::string&) override {}
+  double now_s() const override { return 1.0; }
+  void mark(const std::string& label, const std::string&) override { marks.push_back(label); }
+  void say(const std::string& s) override { said.push_back(s); }
+  void figure(const std::string&, json) override {}
+  void record_fault(const std::string& label, json record) override { faults[label] = std::move(record); }
+  bool sleep(std::chrono::milliseconds) override { return true; }
+  bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds, std::chrono::milliseconds) override {
+    return pred();  // no clock: one look
+  }
+
+  // HOST's task group at its switch: MEMBERS, and BUCKETS naming them
+  void group(const std::string& host, uint32_t id, std::vector<uint32_t> members, std::vector<uint32_t> buckets) {
+    const auto& h = topology.nodes.at(static_cast<size_t>(topology.find_node(host)));
+    int sw = topology.racks.at(static_cast<size_t>(h.rack)).switch_node;
+    fake.fib[{sw, AF_INET}].clear();
+    fake.groups[sw].clear();
+    fake.group(sw, h.job->task_ip4.to_string() + "/32", id, std::move(members));
+    fake.bucket_table[sw][id] = std::move(buckets);
+  }
+};
+
+Step step(const char* element, const char* type, std::map<std::string, std::string> attrs) {
+  Step s;
+  s.element = element;
+  s.type = type;
+  s.attrs = std::move(attrs);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("workload and fault plug-ins: every type registered once, with its attributes", "[unit]") {
+  std::set<std::string> types;
+  for (const auto* w : workloads()) {
+    CHECK(types.insert(w->type()).second);
+    CHECK_FALSE(w->attrs().empty());
+    CHECK(find_workload(w->type()) == w);
+  }
+  CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "bootstrap", "probe"});
+  CHECK(find_workload("probe")->open_ended());
+  CHECK_FALSE(find_workload("ingest")->open_ended());
+  CHECK(std::string(find_workload("checkpoint-save")->nic_direction()) == "tx");
+  CHECK(std::string(find_workload("probe")->nic_direction()).empty());
+  types.clear();
+  for (const auto* f : faults()) {
+    CHECK(types.insert(f->type()).second);
+    CHECK(find_fault(f->type()) == f);
+  }
+  CHECK(types == std::set<std::string>{"nic-down", "nic-up", "nic-flap", "silent-drop", "clear-drop", "kill",
+                                       "rogue-announce"});
+  CHECK(find_fault("nic-down") != nullptr);
+  CHECK(find_workload("nic-down") == nullptr);
+}
+
+TEST_CASE("lanes-traffic results: written and read back through one struct, anything else is no result", "[unit]") {
+  auto s = sent({100, 200}, {40001, 40002});
+  s.flows[1].error = "send: Connection reset by peer";
+  s.flows[0].per_interval = {10, 90};
+  auto back = traffic::read_result<traffic::SendResult>(write_temp("send.json", "noise\n" + traffic::line_of(s) + "\n"));
+  REQUIRE(back);
+  CHECK(back->bytes == 300);
+  CHECK(back->flows.at(1).local_port == 40002);
+  CHECK(back->flows.at(1).error == "send: Connection reset by peer");
+  CHECK(back->flows.at(0).per_interval == std::vector<uint64_t>{10, 90});
+  // first_bad_offset only when a byte was wrong
+  auto r = received({100, 200});
+  r.flows[1].first_bad_offset = 17;
+  json j = r;
+  CHECK_FALSE(j["flows"][0].contains("first_bad_offset"));
+  auto rb = traffic::read_result<traffic::RecvResult>(write_temp("recv.json", j.dump()));
+  REQUIRE(rb);
+  CHECK_FALSE(rb->flows[0].first_bad_offset);
+  CHECK(rb->flows[1].first_bad_offset == uint64_t{17});
+  // another mode's line, a wrong type, a truncated line, no line, no file
+  CHECK_FALSE(traffic::read_result<traffic::RecvResult>(write_temp("x1.json", traffic::line_of(s))));
+  CHECK_FALSE(traffic::read_result<traffic::SendResult>(write_temp("x2.json", R"({"role":"send","bytes":"many"})")));
+  CHECK_FALSE(traffic::read_result<traffic::SendResult>(write_temp("x3.json", R"({"role":"send","bytes":1)")));
+  CHECK_FALSE(traffic::read_result<traffic::SendResult>(write_temp("x4.json", "lanes-traffic: port 5301: in use\n")));
+  CHECK_FALSE(traffic::read_result<traffic::SendResult>("/nonexistent/lanes-send.json"));
+  // fields an older lanes-traffic did not print read as their defaults
+  auto old = traffic::read_result<traffic::FetchResult>(write_temp("x5.json", R"({"role":"fetch","connections":3})"));
+  REQUIRE(old);
+  CHECK(old->connections == 3);
+  CHECK(old->latency_samples_ms.empty());
+}
+
+TEST_CASE("checkpoint figures: verified only when every flow's bytes arrived as sent", "[unit]") {
+  std::map<int, int> nic_of = {{40001, 0}, {40002, 3}};
+  auto ok = transfer_figures(sent({100, 200}, {40001, 40002}), received({100, 200}), 300, 2, nic_of, 4);
+  CHECK(ok["bytes_verified"] == true);
+  CHECK_FALSE(ok.contains("verify_note"));
+  CHECK(ok["connection_errors"] == 0);
+  CHECK(ok["retransmits"] == 2);
+  CHECK(ok["sender_gbps"] == 2.0);  // the steady rate where there is one
+  CHECK(ok["bpf_flows_per_nic"] == json::array({1, 0, 0, 1}));
+  CHECK(ok["flow_records"][1]["bpf_nic"] == 3);
+  // the same total, split differently: a flow lost bytes another did not send
+  auto swapped = transfer_figures(sent({100, 200}), received({150, 150}), 300, 2, {}, 4);
+  CHECK(swapped["bytes_verified"] == false);
+  CHECK(swapped["verify_note"] == "300 of 300 bytes sent, 300 verified, per-flow counts differ");
+  CHECK_FALSE(swapped.contains("bpf_flows_per_nic"));
+  // short of what was asked
+  CHECK(transfer_figures(sent({100, 100}), received({100, 100}), 300, 2, {}, 4)["bytes_verified"] == false);
+  // a receiver that printed nothing
+  auto dead = transfer_figures(sent({100, 200}), std::nullopt, 300, 2, {}, 4);
+  CHECK(dead["bytes_verified"] == false);
+  CHECK(dead["verify_note"] == "a traffic endpoint printed no result");
+  // a sender that printed nothing: every flow counts as a connection error
+  CHECK(transfer_figures(std::nullopt, received({100, 200}), 300, 2, {}, 4)["connection_errors"] == 2);
+  // a rack: sums, the slowest host's time, one failed host fails the whole
+  auto rack = rack_transfer_figures({"h1", "h2"}, {ok, dead}, 2);
+  CHECK(rack["bytes"] == 600);
+  CHECK(rack["verified_bytes"] == 300);
+  CHECK(rack["bytes_verified"] == false);
+  CHECK(rack["verify_note"] == json::array({"h2: a traffic endpoint printed no result"}));
+  CHECK(rack["flows"] == 4);
+  CHECK(rack["per_host"].size() == 2);
+  CHECK(rack_transfer_figures({"h1", "h2"}, {ok, ok}, 2)["bytes_verified"] == true);
+}
+
+TEST_CASE("fetch figures: percentiles over every fetcher's samples; a silent fetcher fails the check", "[unit]") {
+  traffic::FetchResult a, b;
+  a.connections = b.connections = 2;
+  a.completed = b.completed = 2;
+  a.all_verified = b.all_verified = true;
+  a.requests = b.requests = 5;
+  a.latency_samples_ms = {1, 2, 3, 4, 5};
+  b.latency_samples_ms = {6, 7, 8, 9, 100};
+  a.seconds = 1.0;
+  b.seconds = 3.0;
+  auto f = fetch_figures({a, b});
+  CHECK(f["bytes_verified"] == true);
+  CHECK(f["connections"] == 4);
+  CHECK(f["requests"] == 10);
+  CHECK(f["seconds"] == 3.0);
+  CHECK(f["p50_ms"] == 6.0);  // the median of all ten, not of the two fetchers' medians
+  CHECK(f["max_ms"] == 100.0);
+  auto short_one = fetch_figures({a, std::nullopt});
+  CHECK(short_one["bytes_verified"] == false);
+  CHECK(short_one["verify_note"] == "2 of 2 connections completed");
+  auto none = fetch_figures({});
+  CHECK(none["connection_errors"] == 1);  // no connection at all is an error, not a pass
+  CHECK(none["bytes_verified"] == false);
+}
+
+TEST_CASE("probe figures: a path nothing arrived on was blacked out for the whole probe", "[unit]") {
+  traffic::ProbeSendResult s;
+  s.paths = 4;
+  s.sent_per_path = 1000;
+  traffic::ProbeRecvResult r;
+  r.paths = {{0, 1000, 0, 2.0, 0.5}, {1, 950, 50, 60.0, 3.0}, {3, 1000, 0, 1.5, 0.1}};
+  auto f = probe_figures(s, r, 4, true, 1.2);
+  CHECK(f["lost"] == 1050);  // 50 on nic1, all 1000 of nic2
+  CHECK(f["worst_path"] == "nic2");
+  CHECK(f["blackout_ms"] == Approx(1200.0));
+  CHECK(f["paths"].size() == 4);
+  r.paths.push_back({2, 1000, 0, 3.0, 0.2});
+  auto all = probe_figures(s, r, 4, false, 1.2);
+  CHECK(all["worst_path"] == "flow1");
+  CHECK(all["blackout_ms"] == 60.0);
+  CHECK(all["lost"] == 50);
+}
+
+TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over a fake fabric", "[unit]") {
+  FakePhase ph("laptop.xml");
+  const std::vector<uint32_t> members = {1000, 1002, 1004, 1006};
+  std::vector<uint32_t> buckets;
+  for (int i = 0; i < 16; ++i) buckets.push_back(members[static_cast<size_t>(i % 4)]);
+  ph.group("h1", 100001, members, buckets);
+  // a resilient group: only the failed NIC's buckets move
+  ph.on_set_nics = [&](const std::vector<std::string>& hosts, int nic, bool up) {
+    CHECK(hosts == std::vector<std::string>{"h1"});
+    CHECK(nic == 2);
+    CHECK_FALSE(up);
+    auto after = buckets;
+    for (auto& b : after)
+      if (b == 1004) b = 1000;
+    ph.group("h1", 100001, {1000, 1002, 1006}, after);
+  };
+  NicChange down(true);
+  down.apply(step("fault", "nic-down", {{"host", "h1"}, {"nic", "2"}}), "down", ph);
+  REQUIRE(ph.faults.count("down"));
+  const auto& rec = ph.faults["down"];
+  CHECK(rec["group_shrunk"] == true);
+  CHECK(rec["buckets"] == 16);
+  CHECK(rec["healthy_buckets"] == 12);
+  CHECK(rec["moved_healthy"] == 0);
+  CHECK(rec["members_after"] == 3);
+  CHECK(ph.marks == std::vector<std::string>{"down"});
+  // a group rehashed over the rest: healthy flows move, and it says how many
+  ph.group("h1", 100001, members, buckets);
+  ph.on_set_nics = [&](const std::vector<std::string>&, int, bool) {
+    std::vector<uint32_t> rehashed;
+    const std::vector<uint32_t> rest = {1000, 1002, 1006};
+    for (int i = 0; i < 16; ++i) rehashed.push_back(rest[static_cast<size_t>(i % 3)]);
+    ph.group("h1", 100001, rest, rehashed);
+  };
+  down.apply(step("fault", "nic-down", {{"host", "h1"}, {"nic", "2"}}), "again", ph);
+  CHECK(ph.faults["again"]["moved_healthy"] == 7);  // of the 12 healthy buckets, 7 now name another NIC
+  // the switch never dropped the NIC: no shrink recorded
+  ph.group("h1", 100001, members, buckets);
+  ph.on_set_nics = nullptr;
+  down.apply(step("fault", "nic-down", {{"host", "h1"}, {"nic", "2"}}), "stuck", ph);
+  CHECK(ph.faults["stuck"]["group_shrunk"] == false);
+  CHECK_FALSE(ph.faults["stuck"].contains("shrunk_ms"));
+  // nic-up records nothing
+  NicChange(false).apply(step("fault", "nic-up", {{"host", "h1"}, {"nic", "2"}}), "up", ph);
+  CHECK_FALSE(ph.faults.count("up"));
+}
+
+TEST_CASE("bucket moves: failed NICs' buckets are not healthy ones", "[unit]") {
+  auto m = bucket_moves({1, 2, 3, 1, 2, 3}, {1, 2, 1, 1, 2, 2});
+  CHECK(m.buckets == 6);
+  CHECK(m.healthy == 4);
+  CHECK(m.moved_healthy == 0);
+  auto moved = bucket_moves({1, 2, 3, 1}, {2, 1, 1, 1});
+  CHECK(moved.healthy == 3);
+  CHECK(moved.moved_healthy == 2);
+  CHECK(bucket_moves({}, {}).healthy == 0);
+}
