@@ -133,19 +133,18 @@ void HostAgent::apply(Nic& s, bool up) {
   if (up) {
     // taking a device down flushes the routes through it: restore the
     // host's routes to the job's NIC-k addresses and NIC k's own table
-    for (int fam : {AF_INET, AF_INET6}) {
-      bool v6 = fam == AF_INET6;
-      Route jr;
-      jr.family = fam;
-      jr.dst = (v6 ? s.job6 + "/128" : s.job4 + "/32");
-      jr.nexthops.push_back({v6 ? s.cont_side6 : s.cont_side4, s.jnic_idx, 1});
+    for (bool v6 : {false, true}) {
+      auto job = IpNet::parse(v6 ? s.job6 : s.job4);
+      auto cont = parse_ip(v6 ? s.cont_side6 : s.cont_side4), gw = parse_ip(v6 ? s.gw6 : s.gw4);
+      if (!job || !cont || !gw) {
+        lg::warn("{}: {}'s addresses in the config are not addresses", cfg_.host, s.ifname);
+        continue;
+      }
+      Route jr{*job, std::vector<Via>{{*cont, s.jnic_idx, 1}}};
       jr.replace = true;
       if (auto st = hnl_.add_route(jr); !st) lg::warn("{}", st.error().what());
-      Route out;
-      out.family = fam;
-      out.dst = "default";
+      Route out{IpNet::default_route(v6 ? AF_INET6 : AF_INET), std::vector<Via>{{*gw, s.nic_idx, 1}}};
       out.table = s.table;
-      out.nexthops.push_back({v6 ? s.gw6 : s.gw4, s.nic_idx, 1});
       out.replace = true;
       if (s.table)
         if (auto st = hnl_.add_route(out); !st) lg::warn("{}", st.error().what());
@@ -153,8 +152,8 @@ void HostAgent::apply(Nic& s, bool up) {
   }
   if (up && cfg_.mode != "single") {
     // the kernel dropped the container's next hops with the link; restore them
-    (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side4, true);
-    (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, s.host_side6, true);
+    (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true);
+    (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true);
     std::vector<std::pair<uint32_t, uint16_t>> m4, m6;
     for (const auto& o : nics_)
       if (o.up) {

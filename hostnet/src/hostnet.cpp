@@ -27,11 +27,6 @@ std::vector<Sysctl> container_sysctls() {
 constexpr int kFirstIfindex = 200;  // container links, above the host's NIC indexes
 constexpr uint32_t kTableBase = 100;
 
-Status with(const std::string& what, Status st) {
-  if (st) return st;
-  return os_error(st.error().code().value(), what + ": " + st.error().what());
-}
-
 }  // namespace
 
 std::string job_netns(const std::string& run_id, const std::string& host) {
@@ -82,10 +77,116 @@ std::vector<ContainerNeighbor> container_neighbors(const Topology& t, int host, 
   const Nic& n = t.nodes.at(static_cast<size_t>(host)).nics.at(static_cast<size_t>(nic));
   MacAddr hm = container_link_mac(host, nic, 0), cm = container_link_mac(host, nic, 1);
   std::string jn = host_side_ifname(nic), cn = container_ifname(nic);
-  return {{false, jn, n.cont_side4.addr.to_string(), cm},
-          {false, jn, n.cont_side6.addr.to_string(), cm},
-          {true, cn, n.host_side4.addr.to_string(), hm},
-          {true, cn, n.host_side6.addr.to_string(), hm}};
+  return {{false, jn, IpAddr(n.cont_side4.addr), cm},
+          {false, jn, IpAddr(n.cont_side6.addr), cm},
+          {true, cn, IpAddr(n.host_side4.addr), hm},
+          {true, cn, IpAddr(n.host_side6.addr), hm}};
+}
+
+KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, const std::string& hns,
+                     const std::string& cns, const std::vector<int>& nic_ifindex) {
+  const Node& h = t.nodes.at(static_cast<size_t>(host));
+  KernelPlan p;
+  // the container's addresses: the task IP on lo (no dummy devices needed)
+  p.add(cns, change::LinkUp{1, "lo"});
+  p.add(cns, change::Address{1, "lo", IfAddr4{h.job->task_ip4, 32}});
+  p.add(cns, change::Address{1, "lo", IfAddr6{h.job->task_ip6, 128}});
+
+  // one link per NIC: jnic<k> here, eth<k> in the container. Different
+  // indexes on the two ends: the kernel then handles the container link's
+  // carrier changes at once (linkwatch treats a device whose index differs
+  // from its peer's as urgent), so a NIC failure reaches the container and
+  // its injector without the 1 s batching.
+  auto jidx = [](const Nic& nic) { return kFirstIfindex + nic.index; };
+  auto cidx = [](const Nic& nic) { return kFirstIfindex + 100 + nic.index; };
+  for (const auto& nic : h.nics) {
+    std::string jn = host_side_ifname(nic.index), cn = container_ifname(nic.index);
+    // netkit (L3) where the kernel has it, a veth pair otherwise
+    if (netkit)
+      p.add(hns, change::Netkit{jn, jidx(nic), cn, cidx(nic), cns});
+    else
+      p.add(hns, change::Veth{jn, jidx(nic), cn, cidx(nic), cns, container_link_mac(host, nic.index, 0),
+                              container_link_mac(host, nic.index, 1)});
+    p.add(cns, change::LinkUp{cidx(nic), cn});
+    p.add(hns, change::Address{jidx(nic), jn, nic.host_side4});
+    p.add(hns, change::Address{jidx(nic), jn, nic.host_side6});
+    for (const auto& a : {nic.cont_side4, nic.job_addr4}) p.add(cns, change::Address{cidx(nic), cn, a});
+    for (const auto& a : {nic.cont_side6, nic.job_addr6}) p.add(cns, change::Address{cidx(nic), cn, a});
+    // permanent neighbours both ways (netkit in L3 mode has no link layer)
+    if (!netkit)
+      for (const auto& e : container_neighbors(t, host, nic.index))
+        p.add(e.in_container ? cns : hns, change::Neighbor{e.in_container ? cidx(nic) : jidx(nic), e.ifname, e.ip, e.mac});
+  }
+
+  // container routing: a table per NIC for the job's NIC-k address, and
+  // the default route
+  for (bool v6 : {false, true}) {
+    int fam = v6 ? AF_INET6 : AF_INET;
+    auto host_side = [&](const Nic& nic) { return v6 ? IpAddr(nic.host_side6.addr) : IpAddr(nic.host_side4.addr); };
+    for (const auto& nic : h.nics) {
+      uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
+      Route r{IpNet::default_route(fam), std::vector<Via>{{host_side(nic), cidx(nic), 1}}};
+      r.table = table;
+      r.prefsrc = v6 ? IpAddr(nic.job_addr6.addr) : IpAddr(nic.job_addr4.addr);
+      p.add(cns, change::AddRoute{r});
+      Rule rule;
+      rule.family = fam;
+      rule.src = v6 ? IpNet(Net6(nic.job_addr6.addr, 128)) : IpNet(Net4(nic.job_addr4.addr, 32));
+      rule.table = table;
+      rule.priority = table;
+      p.add(cns, change::AddRule{rule});
+    }
+    Route def{IpNet::default_route(fam), NhId{}};
+    def.prefsrc = v6 ? IpAddr(h.job->task_ip6) : IpAddr(h.job->task_ip4);
+    if (mode == EgressMode::single) {
+      def.to = std::vector<Via>{{host_side(h.nics[0]), cidx(h.nics[0]), 1}};
+    } else {
+      // one next hop per NIC link in a resilient group: a link that goes
+      // down takes only its own flows with it
+      change::Group group{v6 ? 1001u : 1000u, {}, ResilientParams{64, 60, 0}};
+      for (const auto& nic : h.nics) {
+        uint32_t id = (v6 ? 101 : 1) + static_cast<uint32_t>(nic.index);
+        p.add(cns, change::Nexthop{id, cidx(nic), host_side(nic)});
+        group.members.emplace_back(id, 1);
+      }
+      def.to = NhId{group.id};
+      p.add(cns, group);
+    }
+    p.add(cns, change::AddRoute{def});
+  }
+
+  // host routing: the job's addresses live behind the container links;
+  // what the container sends on link k leaves through NIC k
+  for (bool v6 : {false, true}) {
+    int fam = v6 ? AF_INET6 : AF_INET;
+    auto cont_side = [&](const Nic& nic) { return v6 ? IpAddr(nic.cont_side6.addr) : IpAddr(nic.cont_side4.addr); };
+    std::vector<Via> to_job, out_of_nics;
+    for (const auto& nic : h.nics) to_job.push_back({cont_side(nic), jidx(nic), 1});
+    p.add(hns, change::AddRoute{Route{v6 ? IpNet(Net6(h.job->task_ip6, 128)) : IpNet(Net4(h.job->task_ip4, 32)), to_job}});
+    for (const auto& nic : h.nics) {
+      const Link& l = t.links[nic.link];
+      IpAddr gw = v6 ? IpAddr(l.a.addr6.addr) : IpAddr(l.a.addr4.addr);
+      int nic_idx = nic_ifindex.at(static_cast<size_t>(nic.index));
+      IpNet job = v6 ? IpNet(Net6(nic.job_addr6.addr, static_cast<unsigned short>(nic.job_addr6.len)))
+                     : IpNet(Net4(nic.job_addr4.addr, static_cast<unsigned short>(nic.job_addr4.len)));
+      p.add(hns, change::AddRoute{Route{job, std::vector<Via>{{cont_side(nic), jidx(nic), 1}}}});
+      uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
+      Route out{IpNet::default_route(fam), std::vector<Via>{{gw, nic_idx, 1}}};
+      out.table = table;
+      p.add(hns, change::AddRoute{out});
+      Rule rule;
+      rule.family = fam;
+      rule.iif = host_side_ifname(nic.index);
+      rule.table = table;
+      rule.priority = table;
+      p.add(hns, change::AddRule{rule});
+      out_of_nics.push_back({gw, nic_idx, 1});
+    }
+    Route hostdef{IpNet::default_route(fam), out_of_nics};
+    hostdef.replace = true;
+    p.add(hns, change::AddRoute{hostdef});
+  }
+  return p;
 }
 
 Status deploy_host(DeployContext& ctx, int host) {
@@ -99,139 +200,22 @@ Status deploy_host(DeployContext& ctx, int host) {
   std::string cname = job_netns(ctx.run_id, h.name);
   auto cns = Netns::create(cname, container_sysctls());
   if (!cns) return cns.error();
-  auto cnl_r = Netlink::open_in(cns.value().fd(), cname);
-  if (!cnl_r) return cnl_r.error();
-  Netlink& cnl = cnl_r.value();
-  Netlink& hnl = tb.netlink(host);
-  if (auto st = cnl.set_link_up(1, true, "lo"); !st) return st;
-
-  // the container's addresses: the task IP on lo (no dummy devices needed)
-  if (auto st = cnl.add_address(1, IfAddr4{h.job->task_ip4, 32}, "lo"); !st) return st;
-  if (auto st = cnl.add_address(1, IfAddr6{h.job->task_ip6, 128}, "lo"); !st) return st;
-
-  // one link per NIC: jnic<k> here, eth<k> in the container
-  std::vector<int> jidx, cidx;
+  auto cnl = Netlink::open_in(cns.value().fd(), cname);
+  if (!cnl) return cnl.error();
+  std::vector<int> nic_ifindex;
   for (const auto& nic : h.nics) {
-    // different indexes on the two ends: the kernel then handles the
-    // container link's carrier changes at once (linkwatch treats a device
-    // whose index differs from its peer's as urgent), so a NIC failure
-    // reaches the container and its injector without the 1 s batching
-    int hi = kFirstIfindex + nic.index, ci = kFirstIfindex + 100 + nic.index;
-    std::string jn = host_side_ifname(nic.index), cn = container_ifname(nic.index);
-    // netkit (L3) where the kernel has it, a veth pair otherwise
-    MacAddr hm = container_link_mac(host, nic.index, 0), cm = container_link_mac(host, nic.index, 1);
-    auto made = ctx.features.netkit ? hnl.create_netkit(jn, hi, cn, ci, cns.value().fd(), cname)
-                                    : hnl.create_veth(jn, hi, cn, ci, cns.value().fd(), cname, true, &hm, &cm);
-    if (!made) return made;
-    if (auto st = cnl.set_link_up(ci, true, cn); !st) return st;
-    if (auto st = hnl.add_address(hi, nic.host_side4, jn); !st) return st;
-    if (auto st = hnl.add_address(hi, nic.host_side6, jn); !st) return st;
-    if (auto st = cnl.add_address(ci, nic.cont_side4, cn); !st) return st;
-    if (auto st = cnl.add_address(ci, nic.cont_side6, cn); !st) return st;
-    if (auto st = cnl.add_address(ci, nic.job_addr4, cn); !st) return st;
-    if (auto st = cnl.add_address(ci, nic.job_addr6, cn); !st) return st;
-    // permanent neighbours both ways (netkit in L3 mode has no link layer)
-    if (!ctx.features.netkit)
-      for (const auto& e : container_neighbors(t, host, nic.index)) {
-        Netlink& nl = e.in_container ? cnl : hnl;
-        if (auto st = nl.add_neighbor(e.in_container ? ci : hi, e.ip, e.mac, e.ifname); !st) return st;
-      }
-    jidx.push_back(hi);
-    cidx.push_back(ci);
+    auto idx = tb.ifindex(host, t.links[nic.link].b.ifname);
+    if (!idx) return idx.error();
+    nic_ifindex.push_back(idx.value());
   }
-
-  // container routing
-  for (const auto& nic : h.nics) {
-    uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
-    int ci = cidx[nic.index];
-    for (int fam : {AF_INET, AF_INET6}) {
-      bool v6 = fam == AF_INET6;
-      Route r;
-      r.family = fam;
-      r.dst = "default";
-      r.table = table;
-      r.nexthops.push_back({v6 ? nic.host_side6.addr.to_string() : nic.host_side4.addr.to_string(), ci, 1});
-      r.prefsrc = v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string();
-      if (auto st = cnl.add_route(r); !st) return with("per-NIC table in " + cname, st);
-      Rule rule;
-      rule.family = fam;
-      rule.src = v6 ? nic.job_addr6.str() : nic.job_addr4.str();
-      rule.table = table;
-      rule.priority = table;
-      if (auto st = cnl.add_rule(rule); !st) return st;
-    }
-  }
-  for (int fam : {AF_INET, AF_INET6}) {
-    bool v6 = fam == AF_INET6;
-    Route def;
-    def.family = fam;
-    def.dst = "default";
-    def.prefsrc = v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string();
-    if (mode == EgressMode::single) {
-      const Nic& n0 = h.nics[0];
-      def.nexthops.push_back({v6 ? n0.host_side6.addr.to_string() : n0.host_side4.addr.to_string(), cidx[0], 1});
-    } else {
-      // one next hop per NIC link in a resilient group: a link that goes
-      // down takes only its own flows with it
-      std::vector<std::pair<uint32_t, uint16_t>> members;
-      for (const auto& nic : h.nics) {
-        uint32_t id = (v6 ? 101 : 1) + static_cast<uint32_t>(nic.index);
-        if (auto st = cnl.add_nexthop(id, cidx[nic.index],
-                                      v6 ? nic.host_side6.addr.to_string() : nic.host_side4.addr.to_string());
-            !st)
-          return st;
-        members.emplace_back(id, 1);
-      }
-      ResilientParams rp;
-      rp.buckets = 64;
-      rp.idle_timer_s = 60;
-      uint32_t group = v6 ? 1001 : 1000;
-      if (auto st = cnl.add_nexthop_group(group, members, rp); !st) return st;
-      def.nh_id = group;
-    }
-    if (auto st = cnl.add_route(def); !st) return with("default route in " + cname, st);
-  }
-
-  // host routing: the job's addresses live behind the container links;
-  // what the container sends on link k leaves through NIC k
-  for (int fam : {AF_INET, AF_INET6}) {
-    bool v6 = fam == AF_INET6;
-    Route task;
-    task.family = fam;
-    task.dst = v6 ? h.job->task_ip6.to_string() + "/128" : h.job->task_ip4.to_string() + "/32";
-    for (const auto& nic : h.nics)
-      task.nexthops.push_back({v6 ? nic.cont_side6.addr.to_string() : nic.cont_side4.addr.to_string(), jidx[nic.index], 1});
-    if (auto st = hnl.add_route(task); !st) return with("task route on " + h.name, st);
-    Route hostdef;
-    hostdef.family = fam;
-    hostdef.dst = "default";
-    for (const auto& nic : h.nics) {
-      const Link& l = t.links[nic.link];
-      auto nicidx = tb.ifindex(host, l.b.ifname);
-      if (!nicidx) return nicidx.error();
-      Route jr;
-      jr.family = fam;
-      jr.dst = v6 ? nic.job_addr6.str() : nic.job_addr4.str();
-      jr.nexthops.push_back({v6 ? nic.cont_side6.addr.to_string() : nic.cont_side4.addr.to_string(), jidx[nic.index], 1});
-      if (auto st = hnl.add_route(jr); !st) return st;
-      uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
-      Route out;
-      out.family = fam;
-      out.dst = "default";
-      out.table = table;
-      out.nexthops.push_back({v6 ? l.a.addr6.addr.to_string() : l.a.addr4.addr.to_string(), nicidx.value(), 1});
-      if (auto st = hnl.add_route(out); !st) return st;
-      Rule rule;
-      rule.family = fam;
-      rule.iif = host_side_ifname(nic.index);
-      rule.table = table;
-      rule.priority = table;
-      if (auto st = hnl.add_rule(rule); !st) return st;
-      hostdef.nexthops.push_back({v6 ? l.a.addr6.addr.to_string() : l.a.addr4.addr.to_string(), nicidx.value(), 1});
-    }
-    hostdef.replace = true;
-    if (auto st = hnl.add_route(hostdef); !st) return with("host default route on " + h.name, st);
-  }
+  std::string hname = tb.netns_name(host);
+  KernelPlan plan = host_plan(t, host, mode, ctx.features.netkit, hname, cname, nic_ifindex);
+  PlanTargets targets{[&](const std::string& ns) -> Netlink* {
+                        if (ns == hname) return &tb.netlink(host);
+                        return ns == cname ? &cnl.value() : nullptr;
+                      },
+                      [&](const std::string& ns) { return ns == cname ? cns.value().fd() : -1; }};
+  if (auto st = apply(plan, targets); !st) return st;
 
   // the host agent: NIC carrier, and the BPF datapath in the bpf modes
   RunLayout run = ctx.reg.layout(ctx.run_id);

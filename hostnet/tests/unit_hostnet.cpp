@@ -1,10 +1,13 @@
-// unit tier: the neighbour plan of a topology, fabric and container links.
+// unit tier: the neighbour plan of a topology, fabric and container links,
+// the host agent's config, and what a host's container and routing are in
+// the kernel (its plan), without root.
 
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
 #include "lanes/core/neighbors.hpp"
+#include "lanes/core/testbed.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/hostnet/hostnet.hpp"
 
@@ -24,7 +27,7 @@ TEST_CASE("every end of every link has a permanent neighbour for the other end, 
     CHECK(plan.size() == t.links.size() * 4);
     // (node, ifname, ip) -> mac
     std::map<std::tuple<int, std::string, std::string>, MacAddr> have;
-    for (const auto& e : plan) CHECK(have.emplace(std::make_tuple(e.node, e.ifname, e.ip), e.mac).second);
+    for (const auto& e : plan) CHECK(have.emplace(std::make_tuple(e.node, e.ifname, e.ip.to_string()), e.mac).second);
     std::set<MacAddr> macs;
     for (size_t k = 0; k < t.links.size(); ++k) {
       const Link& l = t.links[k];
@@ -60,7 +63,7 @@ TEST_CASE("the links between a host and its job container have permanent neighbo
       CHECK(macs.insert(host_mac).second);
       CHECK(macs.insert(cont_mac).second);
       std::map<std::pair<bool, std::string>, MacAddr> by;
-      for (const auto& e : plan) by[{e.in_container, e.ip}] = e.mac;
+      for (const auto& e : plan) by[{e.in_container, e.ip.to_string()}] = e.mac;
       CHECK(by[{false, nic.cont_side4.addr.to_string()}] == cont_mac);
       CHECK(by[{false, nic.cont_side6.addr.to_string()}] == cont_mac);
       CHECK(by[{true, nic.host_side4.addr.to_string()}] == host_mac);
@@ -91,4 +94,115 @@ TEST_CASE("the host agent's config is written and read back as the same struct",
   auto f = lanes::hostnet::host_agent_files(run, "h1");
   CHECK(f.config == "/run/lanes/ab12/hosts/h1/host-agent.json");
   CHECK(f.state == "/run/lanes/ab12/hosts/h1/host-agent-state.json");
+}
+
+namespace {
+
+template <typename T>
+std::vector<std::pair<std::string, T>> changes_of(const KernelPlan& p) {
+  std::vector<std::pair<std::string, T>> out;
+  for (const auto& c : p.changes())
+    if (const auto* x = std::get_if<T>(&c.change)) out.push_back({c.ns, *x});
+  return out;
+}
+
+struct HostPlanRig {
+  Topology t = load_topology(topology("laptop.xml"));
+  int h1 = t.find_node("h1");
+  const Node& h = t.nodes[static_cast<size_t>(h1)];
+  FabricPlan fabric = fabric_plan(t, "t1");
+  std::string hns = RunRegistry::netns_name("t1", "h1"), jns = lanes::hostnet::job_netns("t1", "h1");
+  std::vector<int> nic_ifindex() const {
+    std::vector<int> out;
+    for (const auto& nic : h.nics) out.push_back(fabric.ifindex.at({h1, t.links[nic.link].b.ifname}));
+    return out;
+  }
+  KernelPlan plan(EgressMode mode, bool netkit) const {
+    return lanes::hostnet::host_plan(t, h1, mode, netkit, hns, jns, nic_ifindex());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("host plan of laptop.xml's h1: a link per NIC, per-NIC tables both sides, a resilient default", "[unit]") {
+  HostPlanRig r;
+  auto p = r.plan(EgressMode::ecmp, false);
+  for (const auto& c : p.changes()) CHECK((c.ns == r.hns || c.ns == r.jns));
+  auto veths = changes_of<change::Veth>(p);
+  REQUIRE(veths.size() == r.h.nics.size());
+  for (const auto& [where, v] : veths) {
+    CHECK(where == r.hns);
+    CHECK(v.peer_ns == r.jns);
+  }
+  CHECK(changes_of<change::Netkit>(p).empty());
+  CHECK(changes_of<change::Neighbor>(p).size() == r.h.nics.size() * 4);
+  // the task IP on the container's lo
+  bool task4 = false;
+  for (const auto& [where, a] : changes_of<change::Address>(p))
+    if (where == r.jns && a.ifname == "lo" && std::holds_alternative<IfAddr4>(a.addr))
+      task4 = std::get<IfAddr4>(a.addr).addr == r.h.job->task_ip4;
+  CHECK(task4);
+  // per NIC and family a table and a source rule in the container, and an
+  // iif rule with a table out of the NIC on the host
+  auto rules = changes_of<change::AddRule>(p);
+  CHECK(rules.size() == r.h.nics.size() * 4);
+  // the container's default: a resilient group over every NIC, per family
+  auto groups = changes_of<change::Group>(p);
+  REQUIRE(groups.size() == 2);
+  for (const auto& [where, g] : groups) {
+    CHECK(where == r.jns);
+    CHECK(g.members.size() == r.h.nics.size());
+    REQUIRE(g.resilient);
+    CHECK(g.resilient->buckets == 64);
+  }
+  std::map<std::string, std::vector<Route>> routes;  // ns → routes
+  for (const auto& [where, x] : changes_of<change::AddRoute>(p)) routes[where].push_back(x.route);
+  int container_defaults = 0;
+  for (const auto& rt : routes[r.jns])
+    if (rt.dst.is_default() && rt.table == 254) {
+      ++container_defaults;
+      CHECK(std::holds_alternative<NhId>(rt.to));
+      REQUIRE(rt.prefsrc);
+      CHECK(*rt.prefsrc == (rt.family() == AF_INET ? IpAddr(r.h.job->task_ip4) : IpAddr(r.h.job->task_ip6)));
+    }
+  CHECK(container_defaults == 2);
+  // the host: the task IP behind every container link, NIC k's table out of NIC k
+  auto nic_idx = r.nic_ifindex();
+  int task_routes = 0, host_defaults = 0;
+  for (const auto& rt : routes[r.hns]) {
+    if (rt.dst == IpNet::host(IpAddr(r.h.job->task_ip4))) {
+      ++task_routes;
+      CHECK(std::get<std::vector<Via>>(rt.to).size() == r.h.nics.size());
+    }
+    if (rt.dst.is_default() && rt.table != 254) {
+      const auto& via = std::get<std::vector<Via>>(rt.to);
+      REQUIRE(via.size() == 1);
+      CHECK(via[0].ifindex == nic_idx.at(rt.table - 100));
+    }
+    if (rt.dst.is_default() && rt.table == 254) {
+      ++host_defaults;
+      CHECK(rt.replace);
+      CHECK(std::get<std::vector<Via>>(rt.to).size() == r.h.nics.size());
+    }
+  }
+  CHECK(task_routes == 1);
+  CHECK(host_defaults == 2);
+}
+
+TEST_CASE("host plan: single egress leaves through NIC 0; netkit links need no neighbours", "[unit]") {
+  HostPlanRig r;
+  auto single = r.plan(EgressMode::single, false);
+  CHECK(changes_of<change::Group>(single).empty());
+  CHECK(changes_of<change::Nexthop>(single).empty());
+  for (const auto& [where, x] : changes_of<change::AddRoute>(single))
+    if (where == r.jns && x.route.dst.is_default() && x.route.table == 254) {
+      const auto& via = std::get<std::vector<Via>>(x.route.to);
+      REQUIRE(via.size() == 1);
+      CHECK(via[0].ifindex == 200 + 100);  // eth0 of the container
+    }
+  auto nk = r.plan(EgressMode::bpf, true);
+  CHECK(changes_of<change::Veth>(nk).empty());
+  CHECK(changes_of<change::Netkit>(nk).size() == r.h.nics.size());
+  CHECK(changes_of<change::Neighbor>(nk).empty());
+  CHECK(changes_of<change::Group>(nk).size() == 2);
 }

@@ -72,11 +72,9 @@ class StandIn {
       (void)nl.add_address(1, nic.job_addr6, "lo");
     }
     const auto& l0 = t.links[h.nics[0].link];
-    for (auto [fam, gw] : {std::pair{AF_INET, l0.a.addr4.addr.to_string()}, std::pair{AF_INET6, l0.a.addr6.addr.to_string()}}) {
-      testbed::Route r;
-      r.family = fam;
-      r.dst = "default";
-      r.nexthops.push_back({gw, run.tb().ifindex(host_, "nic0").value(), 1});
+    for (testbed::IpAddr gw : {testbed::IpAddr(l0.a.addr4.addr), testbed::IpAddr(l0.a.addr6.addr)}) {
+      testbed::Route r{testbed::IpNet::default_route(testbed::family_of(gw)),
+                       std::vector<testbed::Via>{{gw, run.tb().ifindex(host_, "nic0").value(), 1}}};
       r.replace = true;
       (void)nl.add_route(r);
     }

@@ -375,10 +375,8 @@ TEST_CASE("ADD-PATH mode: one session per host carries one path per NIC", "[root
   auto& hn = run.tb().netlink(run.node("h1"));
   (void)hn.add_address(1, IfAddr4{h.job->task_ip4, 32}, "lo");
   for (const auto& nic : h.nics) (void)hn.add_address(1, nic.job_addr4, "lo");
-  Route def;
-  def.family = AF_INET;
-  def.dst = "default";
-  def.nexthops.push_back({t.links[h.nics[0].link].a.addr4.addr.to_string(), run.tb().ifindex(run.node("h1"), "nic0").value(), 1});
+  Route def{IpNet::default_route(AF_INET),
+            std::vector<Via>{{IpAddr(t.links[h.nics[0].link].a.addr4.addr), run.tb().ifindex(run.node("h1"), "nic0").value(), 1}}};
   REQUIRE(hn.add_route(def).ok());
   // one gobgpd, one session from NIC 0, ADD-PATH send
   std::string dir = run.registry().dir(run.id());

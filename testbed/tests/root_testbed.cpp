@@ -100,16 +100,13 @@ TEST_CASE("multipath routes spread over the NICs and reach the storage server", 
   ScopedRun run(topology("laptop.xml"));
   const auto& t = run.topo();
   int h1 = run.node("h1"), storage = run.node("storage");
-  Route mp;
-  mp.family = AF_INET;
-  mp.dst = "198.18.128.16/31";
+  std::vector<Via> vias;
   for (int li : t.links_of(h1))
-    mp.nexthops.push_back({t.links[li].a.addr4.addr.to_string(), run.tb().ifindex(h1, t.links[li].b.ifname).value(), 1});
+    vias.push_back({IpAddr(t.links[li].a.addr4.addr), run.tb().ifindex(h1, t.links[li].b.ifname).value(), 1});
+  Route mp{*IpNet::parse("198.18.128.16/31"), vias};
   REQUIRE(run.tb().netlink(h1).add_route(mp).ok());
-  Route back;
-  back.family = AF_INET;
-  back.dst = "198.18.128.0/28";
-  back.nexthops.push_back({"198.18.128.16", run.tb().ifindex(storage, "eth0").value(), 1});
+  Route back{*IpNet::parse("198.18.128.0/28"),
+             std::vector<Via>{{*parse_ip("198.18.128.16"), run.tb().ifindex(storage, "eth0").value(), 1}}};
   REQUIRE(run.tb().netlink(storage).add_route(back).ok());
   auto routes = run.tb().netlink(h1).route_entries(AF_INET);
   REQUIRE(routes.ok());
@@ -129,7 +126,7 @@ TEST_CASE("a resilient nexthop group shrinks when a link loses carrier", "[root]
   auto add_nh = [&](int nic) {
     const Link& l = t.links[t.nodes[h1].nics[nic].link];
     return nl.add_nexthop(static_cast<uint32_t>(nic + 1), run.tb().ifindex(sw, l.a.ifname).value(),
-                          l.b.addr4.addr.to_string());
+                          IpAddr(l.b.addr4.addr));
   };
   for (int nic = 0; nic < 4; ++nic) {
     REQUIRE(add_nh(nic).ok());
@@ -138,10 +135,7 @@ TEST_CASE("a resilient nexthop group shrinks when a link loses carrier", "[root]
   ResilientParams rp;
   rp.buckets = 32;
   REQUIRE(nl.add_nexthop_group(100, members, rp).ok());
-  Route r;
-  r.family = AF_INET;
-  r.dst = "198.19.0.1/32";
-  r.nh_id = 100;
+  Route r{*IpNet::parse("198.19.0.1/32"), NhId{100}};
   REQUIRE(nl.add_route(r).ok());
   auto nhs = nl.nexthops();
   REQUIRE(nhs.ok());

@@ -89,4 +89,36 @@ Net6 subnet(const Net6& net, int len, uint64_t index) {
   return Net6(Ip6(b), static_cast<unsigned short>(len));
 }
 
+std::optional<IpAddr> parse_ip(const std::string& s) {
+  if (auto a = parse_ip4(s)) return IpAddr(*a);
+  if (auto a = parse_ip6(s)) return IpAddr(*a);
+  return std::nullopt;
+}
+
+IpNet IpNet::host(const IpAddr& a) {
+  if (a.is_v6()) return IpNet(Net6(a.to_v6(), 128));
+  return IpNet(Net4(a.to_v4(), 32));
+}
+
+IpNet IpNet::default_route(int family) {
+  if (family == AF_INET6) return IpNet(Net6(Ip6::any(), 0));
+  return IpNet(Net4(Ip4::any(), 0));
+}
+
+std::optional<IpNet> IpNet::parse(const std::string& s, int family) {
+  if (s == "default") return default_route(family);
+  if (s.find('/') == std::string::npos) {
+    if (auto a = parse_ip(s)) return host(*a);
+    return std::nullopt;
+  }
+  if (auto n = parse_net4(s)) return IpNet(*n);
+  if (auto n = parse_net6(s)) return IpNet(*n);
+  return std::nullopt;
+}
+
+std::string IpNet::str() const {
+  if (len_ == 0) return "default";
+  return (v6_ ? a6_.to_string() : a4_.to_string()) + "/" + std::to_string(len_);
+}
+
 }  // namespace lanes::testbed

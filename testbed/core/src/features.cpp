@@ -78,7 +78,7 @@ KernelFeatures probe_kernel_features() {
         if (idx && peer && nl.set_link_up(peer.value(), true, "probe1")) {
           f.tbf = nl.set_tbf(idx.value(), 100'000'000, "probe0").ok();
           f.netem = try_netem(nl, peer.value());
-          f.nexthop_objects = nl.add_nexthop(1, idx.value(), "").ok();
+          f.nexthop_objects = nl.add_nexthop(1, idx.value(), std::nullopt).ok();
           f.resilient_groups = f.nexthop_objects && nl.add_nexthop_group(2, {{1, 1}}, ResilientParams{}).ok();
         }
         return {};

@@ -18,10 +18,10 @@ std::vector<NeighborEntry> link_neighbors(const Topology& topo) {
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     // on A, B's addresses at B's MAC; on B, A's at A's
-    out.push_back({l.a.node, l.a.ifname, l.b.addr4.addr.to_string(), link_mac(k, 1)});
-    out.push_back({l.a.node, l.a.ifname, l.b.addr6.addr.to_string(), link_mac(k, 1)});
-    out.push_back({l.b.node, l.b.ifname, l.a.addr4.addr.to_string(), link_mac(k, 0)});
-    out.push_back({l.b.node, l.b.ifname, l.a.addr6.addr.to_string(), link_mac(k, 0)});
+    out.push_back({l.a.node, l.a.ifname, IpAddr(l.b.addr4.addr), link_mac(k, 1)});
+    out.push_back({l.a.node, l.a.ifname, IpAddr(l.b.addr6.addr), link_mac(k, 1)});
+    out.push_back({l.b.node, l.b.ifname, IpAddr(l.a.addr4.addr), link_mac(k, 0)});
+    out.push_back({l.b.node, l.b.ifname, IpAddr(l.a.addr6.addr), link_mac(k, 0)});
   }
   return out;
 }

@@ -51,6 +51,71 @@ void msg_free(nl_msg* m) { nlmsg_free(m); }
 
 using Msg = NlPtr<nl_msg, msg_free>;
 
+// A request being built. Every put says whether it fit: a message that
+// cannot hold an attribute is an error naming what the message was for,
+// never a request sent without it.
+class MsgBuilder {
+ public:
+  MsgBuilder(int type, int flags, std::string what)
+      : msg_(nlmsg_alloc_simple(type, flags)), what_(std::move(what)) {}
+  const std::string& what() const { return what_; }
+  template <typename H>
+  Status header(const H& h) {
+    if (!msg_ || nlmsg_append(msg_.get(), const_cast<H*>(&h), sizeof h, NLMSG_ALIGNTO) < 0) return full("its header");
+    return {};
+  }
+  Status u16(int attr, uint16_t v) { return checked(msg_ ? nla_put_u16(msg_.get(), attr, v) : -1, attr); }
+  Status u32(int attr, uint32_t v) { return checked(msg_ ? nla_put_u32(msg_.get(), attr, v) : -1, attr); }
+  Status str(int attr, const std::string& v) {
+    return checked(msg_ ? nla_put_string(msg_.get(), attr, v.c_str()) : -1, attr);
+  }
+  Status bytes(int attr, const void* data, size_t len) {
+    return checked(msg_ ? nla_put(msg_.get(), attr, static_cast<int>(len), data) : -1, attr);
+  }
+  Status addr(int attr, const IpAddr& a) {
+    if (a.is_v6()) {
+      auto b = a.to_v6().to_bytes();
+      return bytes(attr, b.data(), b.size());
+    }
+    auto b = a.to_v4().to_bytes();
+    return bytes(attr, b.data(), b.size());
+  }
+  Result<nlattr*> nest(int attr) {
+    nlattr* n = msg_ ? nla_nest_start(msg_.get(), attr) : nullptr;
+    if (!n) return full(fmt::format("attribute {}", attr));
+    return n;
+  }
+  void end(nlattr* n) { nla_nest_end(msg_.get(), n); }
+  // room for a T inside the message (rtnexthop of a multipath route)
+  template <typename T>
+  Result<T*> reserve() {
+    void* p = msg_ ? nlmsg_reserve(msg_.get(), sizeof(T), NLMSG_ALIGNTO) : nullptr;
+    if (!p) return full("its room for a structure");
+    std::memset(p, 0, sizeof(T));
+    return static_cast<T*>(p);
+  }
+  char* tail() { return reinterpret_cast<char*>(nlmsg_tail(nlmsg_hdr(msg_.get()))); }
+  nl_msg* get() { return msg_.get(); }
+  nl_msg* release() { return msg_.release(); }
+
+ private:
+  std::system_error full(const std::string& part) {
+    return os_error(EMSGSIZE, fmt::format("{}: {} does not fit in the netlink message", what_, part));
+  }
+  Status checked(int err, int attr) {
+    if (err < 0) return full(fmt::format("attribute {}", attr));
+    return {};
+  }
+  Msg msg_;
+  std::string what_;
+};
+
+// ATTEMPT's error, or nothing: `LANES_TRY(b.u32(...))` in a Status function.
+#define LANES_TRY(expr)                   \
+  do {                                    \
+    if (auto st_ = (expr); !st_) return st_; \
+  } while (0)
+
 Result<UniquePtr<nl_sock, nl_socket_free>> connect_here(const std::string& ns) {
   UniquePtr<nl_sock, nl_socket_free> sk(nl_socket_alloc());
   if (!sk) return os_error(ENOMEM, "allocating a netlink socket for " + ns);
@@ -92,11 +157,10 @@ Status dump_request(nl_sock* sk, nl_msg* msg, const std::string& what, Parse par
 // A dump of message TYPE with an all-zero family header of HDR_SIZE bytes.
 template <typename Parse>
 Status dump(nl_sock* sk, int type, int hdr_size, const std::string& what, Parse parse) {
-  Msg msg(nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP));
-  if (!msg) return os_error(ENOMEM, what);
+  MsgBuilder b(type, NLM_F_REQUEST | NLM_F_DUMP, what);
   std::vector<char> hdr(static_cast<size_t>(hdr_size), 0);
-  if (nlmsg_append(msg.get(), hdr.data(), hdr.size(), NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
-  return dump_request(sk, msg.get(), what, parse);
+  if (!b.get() || nlmsg_append(b.get(), hdr.data(), hdr.size(), NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
+  return dump_request(sk, b.get(), what, parse);
 }
 
 }  // namespace
@@ -196,32 +260,33 @@ constexpr uint32_t kNetkitL3 = 1;
 Status Netlink::create_netkit(const std::string& name, int index, const std::string& peer, int peer_index,
                               int peer_ns_fd, const std::string& peer_ns) {
   std::string what = "creating netkit " + name + " in " + ns_ + " with peer " + peer + " in " + peer_ns;
-  Msg msg(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  MsgBuilder b(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, what);
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
   ifi.ifi_index = index;
   ifi.ifi_flags = IFF_UP;
   ifi.ifi_change = IFF_UP;
-  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
-  nla_put_string(msg.get(), IFLA_IFNAME, name.c_str());
-  nlattr* linkinfo = nla_nest_start(msg.get(), IFLA_LINKINFO);
-  nla_put_string(msg.get(), IFLA_INFO_KIND, "netkit");
-  nlattr* data = nla_nest_start(msg.get(), IFLA_INFO_DATA);
-  nla_put_u32(msg.get(), kIflaNetkitMode, kNetkitL3);
-  nlattr* peer_info = nla_nest_start(msg.get(), kIflaNetkitPeerInfo);
-  ifinfomsg pifi{};
-  pifi.ifi_family = AF_UNSPEC;
-  pifi.ifi_index = peer_index;
-  void* room = nlmsg_reserve(msg.get(), sizeof pifi, NLMSG_ALIGNTO);
-  if (!room) return os_error(ENOMEM, what);
-  std::memcpy(room, &pifi, sizeof pifi);
-  nla_put_string(msg.get(), IFLA_IFNAME, peer.c_str());
-  if (peer_ns_fd >= 0) nla_put_u32(msg.get(), IFLA_NET_NS_FD, static_cast<uint32_t>(peer_ns_fd));
-  nla_nest_end(msg.get(), peer_info);
-  nla_nest_end(msg.get(), data);
-  nla_nest_end(msg.get(), linkinfo);
+  LANES_TRY(b.header(ifi));
+  LANES_TRY(b.str(IFLA_IFNAME, name));
+  auto linkinfo = b.nest(IFLA_LINKINFO);
+  if (!linkinfo) return linkinfo.error();
+  LANES_TRY(b.str(IFLA_INFO_KIND, "netkit"));
+  auto data = b.nest(IFLA_INFO_DATA);
+  if (!data) return data.error();
+  LANES_TRY(b.u32(kIflaNetkitMode, kNetkitL3));
+  auto peer_info = b.nest(kIflaNetkitPeerInfo);
+  if (!peer_info) return peer_info.error();
+  auto pifi = b.reserve<ifinfomsg>();
+  if (!pifi) return pifi.error();
+  pifi.value()->ifi_family = AF_UNSPEC;
+  pifi.value()->ifi_index = peer_index;
+  LANES_TRY(b.str(IFLA_IFNAME, peer));
+  if (peer_ns_fd >= 0) LANES_TRY(b.u32(IFLA_NET_NS_FD, static_cast<uint32_t>(peer_ns_fd)));
+  b.end(peer_info.value());
+  b.end(data.value());
+  b.end(linkinfo.value());
   log::debug("{}: create netkit {} <-> {} {}", ns_, name, peer_ns, peer);
-  return send_raw(msg.release(), what);
+  return send_raw(b.release(), what);
 }
 
 Status Netlink::create_dummy(const std::string& name, int index) {
@@ -246,15 +311,16 @@ Status Netlink::delete_link(const std::string& name) {
 }
 
 Status Netlink::set_link_up(int index, bool up, const std::string& name) {
-  Msg msg(nlmsg_alloc_simple(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK));
+  std::string what = fmt::format("setting {} {} in {}", name, up ? "up" : "down", ns_);
+  MsgBuilder b(RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK, what);
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
   ifi.ifi_index = index;
   ifi.ifi_flags = up ? IFF_UP : 0;
   ifi.ifi_change = IFF_UP;
-  if (nlmsg_append(msg.get(), &ifi, sizeof ifi, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, name);
+  LANES_TRY(b.header(ifi));
   log::debug("{}: set {} {}", ns_, name, up ? "up" : "down");
-  return send_raw(msg.release(), fmt::format("setting {} {} in {}", name, up ? "up" : "down", ns_));
+  return send_raw(b.release(), what);
 }
 
 Result<int> Netlink::ifindex(const std::string& name) {
@@ -325,10 +391,11 @@ Status add_addr(nl_sock* sk, int index, const A& a, int family, const std::strin
 }
 }  // namespace
 
-Status Netlink::add_neighbor(int index, const std::string& ip, const MacAddr& mac, const std::string& ifname) {
-  std::string what = "adding permanent neighbour " + ip + " at " + to_string(mac) + " on " + ifname + " in " + ns_;
-  int family = ip.find(':') == std::string::npos ? AF_INET : AF_INET6;
-  auto dst = parse_addr(ip, family);
+Status Netlink::add_neighbor(int index, const IpAddr& ip, const MacAddr& mac, const std::string& ifname) {
+  std::string what =
+      "adding permanent neighbour " + ip.to_string() + " at " + to_string(mac) + " on " + ifname + " in " + ns_;
+  int family = family_of(ip);
+  auto dst = parse_addr(ip.to_string(), family);
   if (!dst) return dst.error();
   NlPtr<nl_addr, nladdr_put> ll(nl_addr_build(AF_LLC, mac.data(), mac.size()));
   NlPtr<rtnl_neigh, neigh_put> n(rtnl_neigh_alloc());
@@ -340,7 +407,7 @@ Status Netlink::add_neighbor(int index, const std::string& ip, const MacAddr& ma
   rtnl_neigh_set_state(n.get(), NUD_PERMANENT);
   if (int err = rtnl_neigh_add(sock_.get(), n.get(), NLM_F_CREATE | NLM_F_REPLACE); err < 0)
     return nl_error(err, what);
-  log::debug("{}: permanent neighbour {} at {} on {}", ns_, ip, to_string(mac), ifname);
+  log::debug("{}: permanent neighbour {} at {} on {}", ns_, ip.to_string(), to_string(mac), ifname);
   return {};
 }
 
@@ -370,101 +437,114 @@ Result<std::vector<AddrInfo>> Netlink::addresses() {
 }
 
 namespace {
-Result<Msg> route_msg(const Route& r, int type, int flags, const std::string& ns) {
-  std::string what = "building a route to " + r.dst + " in " + ns;
-  Msg msg(nlmsg_alloc_simple(type, flags));
+// An address of the route's own family, or an error naming it.
+Status same_family(const Route& r, const IpAddr& a, const char* role, const std::string& what) {
+  if (family_of(a) == r.family()) return {};
+  return os_error(EINVAL, fmt::format("{}: {} {} is not of the family of {}", what, role, a.to_string(), r.dst.str()));
+}
+
+// DELETING: a route to delete may leave its next hops out (any match).
+Status route_msg(MsgBuilder& b, const Route& r, bool deleting) {
   rtmsg rtm{};
-  rtm.rtm_family = static_cast<unsigned char>(r.family);
+  rtm.rtm_family = static_cast<unsigned char>(r.family());
   rtm.rtm_table = static_cast<unsigned char>(r.table < 256 ? r.table : uint32_t{RT_TABLE_UNSPEC});
   rtm.rtm_protocol = static_cast<unsigned char>(r.protocol);
   rtm.rtm_scope = RT_SCOPE_UNIVERSE;
-  rtm.rtm_type = r.blackhole ? RTN_BLACKHOLE : RTN_UNICAST;
-  std::optional<NlPtr<nl_addr, nladdr_put>> dst;
-  if (r.dst != "default") {
-    auto d = parse_addr(r.dst, r.family);
-    if (!d) return d.error();
-    rtm.rtm_dst_len = static_cast<unsigned char>(nl_addr_get_prefixlen(d.value().get()));
-    dst.emplace(std::move(d).value());
+  rtm.rtm_type = std::holds_alternative<Blackhole>(r.to) ? RTN_BLACKHOLE : RTN_UNICAST;
+  rtm.rtm_dst_len = static_cast<unsigned char>(r.dst.prefix_length());
+  LANES_TRY(b.header(rtm));
+  if (!r.dst.is_default()) LANES_TRY(b.addr(RTA_DST, r.dst.address()));
+  if (r.table >= 256) LANES_TRY(b.u32(RTA_TABLE, r.table));
+  if (r.metric) LANES_TRY(b.u32(RTA_PRIORITY, r.metric));
+  if (r.prefsrc) {
+    LANES_TRY(same_family(r, *r.prefsrc, "source", b.what()));
+    LANES_TRY(b.addr(RTA_PREFSRC, *r.prefsrc));
   }
-  if (nlmsg_append(msg.get(), &rtm, sizeof rtm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
-  if (dst) nla_put_addr(msg.get(), RTA_DST, dst->get());
-  if (r.table >= 256) nla_put_u32(msg.get(), RTA_TABLE, r.table);
-  if (r.metric) nla_put_u32(msg.get(), RTA_PRIORITY, r.metric);
-  if (!r.prefsrc.empty()) {
-    auto src = parse_addr(r.prefsrc, r.family);
-    if (!src) return src.error();
-    nla_put_addr(msg.get(), RTA_PREFSRC, src.value().get());
+  if (const auto* nh = std::get_if<NhId>(&r.to)) return b.u32(RTA_NH_ID, nh->id);
+  const auto* vias = std::get_if<std::vector<Via>>(&r.to);
+  if (!vias) return {};  // a blackhole: no next hop
+  if (vias->empty()) return deleting ? Status{} : os_error(EINVAL, b.what() + ": a route needs a next hop");
+  for (const auto& v : *vias)
+    if (v.gateway) LANES_TRY(same_family(r, *v.gateway, "gateway", b.what()));
+  if (vias->size() == 1) {
+    const auto& v = vias->front();
+    if (v.gateway) LANES_TRY(b.addr(RTA_GATEWAY, *v.gateway));
+    if (v.ifindex) LANES_TRY(b.u32(RTA_OIF, static_cast<uint32_t>(v.ifindex)));
+    return {};
   }
-  if (r.blackhole) {
-    // no next hop
-  } else if (r.nh_id) {
-    nla_put_u32(msg.get(), RTA_NH_ID, r.nh_id);
-  } else if (r.nexthops.size() == 1) {
-    const auto& nh = r.nexthops[0];
-    if (!nh.gateway.empty()) {
-      auto gw = parse_addr(nh.gateway, r.family);
-      if (!gw) return gw.error();
-      nla_put_addr(msg.get(), RTA_GATEWAY, gw.value().get());
-    }
-    if (nh.ifindex) nla_put_u32(msg.get(), RTA_OIF, static_cast<uint32_t>(nh.ifindex));
-  } else if (!r.nexthops.empty()) {
-    nlattr* mp = nla_nest_start(msg.get(), RTA_MULTIPATH);
-    for (const auto& nh : r.nexthops) {
-      auto* rtnh = static_cast<rtnexthop*>(nlmsg_reserve(msg.get(), sizeof(rtnexthop), NLMSG_ALIGNTO));
-      if (!rtnh) return os_error(ENOMEM, what);
-      rtnh->rtnh_flags = 0;
-      rtnh->rtnh_hops = static_cast<unsigned char>(std::max(1, nh.weight) - 1);
-      rtnh->rtnh_ifindex = nh.ifindex;
-      if (!nh.gateway.empty()) {
-        auto gw = parse_addr(nh.gateway, r.family);
-        if (!gw) return gw.error();
-        nla_put_addr(msg.get(), RTA_GATEWAY, gw.value().get());
-      }
-      rtnh->rtnh_len = static_cast<unsigned short>(
-          reinterpret_cast<char*>(nlmsg_tail(nlmsg_hdr(msg.get()))) - reinterpret_cast<char*>(rtnh));
-    }
-    nla_nest_end(msg.get(), mp);
+  auto mp = b.nest(RTA_MULTIPATH);
+  if (!mp) return mp.error();
+  for (const auto& v : *vias) {
+    auto rtnh = b.reserve<rtnexthop>();
+    if (!rtnh) return rtnh.error();
+    rtnh.value()->rtnh_hops = static_cast<unsigned char>(std::max(1, v.weight) - 1);
+    rtnh.value()->rtnh_ifindex = v.ifindex;
+    if (v.gateway) LANES_TRY(b.addr(RTA_GATEWAY, *v.gateway));
+    rtnh.value()->rtnh_len = static_cast<unsigned short>(b.tail() - reinterpret_cast<char*>(rtnh.value()));
   }
-  return msg;
+  b.end(mp.value());
+  return {};
 }
 }  // namespace
 
+std::string Route::describe() const {
+  std::string s = dst.str();
+  if (table != 254) s += fmt::format(" table {}", table);
+  if (std::holds_alternative<Blackhole>(to)) s += " blackhole";
+  if (const auto* nh = std::get_if<NhId>(&to)) s += fmt::format(" nhid {}", nh->id);
+  if (const auto* vias = std::get_if<std::vector<Via>>(&to))
+    for (const auto& v : *vias) {
+      if (v.gateway) s += " via " + v.gateway->to_string();
+      if (v.ifindex) s += fmt::format(" dev {}", v.ifindex);
+      if (v.weight != 1) s += fmt::format(" weight {}", v.weight);
+    }
+  if (prefsrc) s += " src " + prefsrc->to_string();
+  if (metric) s += fmt::format(" metric {}", metric);
+  return s;
+}
+
+std::string Rule::describe() const {
+  std::string s = family == AF_INET6 ? "-6" : "-4";
+  if (src) s += " from " + src->str();
+  if (!iif.empty()) s += " iif " + iif;
+  s += fmt::format(" table {}", table);
+  if (priority) s += fmt::format(" pref {}", priority);
+  return s;
+}
+
 Status Netlink::add_route(const Route& r) {
-  auto m = route_msg(r, RTM_NEWROUTE,
-                     NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (r.replace ? NLM_F_REPLACE : NLM_F_EXCL), ns_);
-  if (!m) return m.error();
-  log::debug("{}: add route {} ({} next hops, nh id {})", ns_, r.dst, r.nexthops.size(), r.nh_id);
-  return send_raw(m.value().release(), "adding route " + r.dst + " in " + ns_);
+  std::string what = "adding route " + r.describe() + " in " + ns_;
+  MsgBuilder b(RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (r.replace ? NLM_F_REPLACE : NLM_F_EXCL), what);
+  LANES_TRY(route_msg(b, r, false));
+  log::debug("{}: add route {}", ns_, r.describe());
+  return send_raw(b.release(), what);
 }
 
 Status Netlink::add_rule(const Rule& r) {
-  std::string what = fmt::format("adding rule from '{}' iif '{}' table {} in {}", r.src, r.iif, r.table, ns_);
-  Msg msg(nlmsg_alloc_simple(RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL));
+  std::string what = "adding rule " + r.describe() + " in " + ns_;
+  MsgBuilder b(RTM_NEWRULE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, what);
+  if (r.src && r.src->family() != r.family)
+    return os_error(EINVAL, what + ": the source is not of the rule's family");
   fib_rule_hdr frh{};
   frh.family = static_cast<unsigned char>(r.family);
   frh.action = FR_ACT_TO_TBL;
   frh.table = r.table < 256 ? static_cast<unsigned char>(r.table) : 0;
-  std::optional<NlPtr<nl_addr, nladdr_put>> src;
-  if (!r.src.empty()) {
-    auto a = parse_addr(r.src, r.family);
-    if (!a) return a.error();
-    frh.src_len = static_cast<unsigned char>(nl_addr_get_prefixlen(a.value().get()));
-    src.emplace(std::move(a).value());
-  }
-  if (nlmsg_append(msg.get(), &frh, sizeof frh, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
-  if (src) nla_put_addr(msg.get(), FRA_SRC, src->get());
-  if (!r.iif.empty()) nla_put_string(msg.get(), FRA_IIFNAME, r.iif.c_str());
-  nla_put_u32(msg.get(), FRA_TABLE, r.table);
-  if (r.priority) nla_put_u32(msg.get(), FRA_PRIORITY, r.priority);
-  log::debug("{}: add rule from '{}' iif '{}' table {}", ns_, r.src, r.iif, r.table);
-  return send_raw(msg.release(), what);
+  if (r.src) frh.src_len = static_cast<unsigned char>(r.src->prefix_length());
+  LANES_TRY(b.header(frh));
+  if (r.src) LANES_TRY(b.addr(FRA_SRC, r.src->address()));
+  if (!r.iif.empty()) LANES_TRY(b.str(FRA_IIFNAME, r.iif));
+  LANES_TRY(b.u32(FRA_TABLE, r.table));
+  if (r.priority) LANES_TRY(b.u32(FRA_PRIORITY, r.priority));
+  log::debug("{}: add rule {}", ns_, r.describe());
+  return send_raw(b.release(), what);
 }
 
 Status Netlink::delete_route(const Route& r) {
-  auto m = route_msg(r, RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, ns_);
-  if (!m) return m.error();
-  log::debug("{}: delete route {}", ns_, r.dst);
-  return send_raw(m.value().release(), "deleting route " + r.dst + " in " + ns_);
+  std::string what = "deleting route " + r.describe() + " in " + ns_;
+  MsgBuilder b(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, what);
+  LANES_TRY(route_msg(b, r, true));
+  log::debug("{}: delete route {}", ns_, r.describe());
+  return send_raw(b.release(), what);
 }
 
 Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
@@ -502,43 +582,40 @@ Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
   };
   rtmsg hdr{};
   hdr.rtm_family = static_cast<unsigned char>(family);
-  Msg msg(nlmsg_alloc_simple(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP));
-  if (nlmsg_append(msg.get(), &hdr, sizeof hdr, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "route dump");
-  if (auto st = dump_request(sock_.get(), msg.get(), "listing routes in " + ns_, parse); !st) return st.error();
+  MsgBuilder b(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, "listing routes in " + ns_);
+  if (auto st = b.header(hdr); !st) return st.error();
+  if (auto st = dump_request(sock_.get(), b.get(), b.what(), parse); !st) return st.error();
   return out;
 }
 
-Status Netlink::add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace, int protocol) {
-  std::string what = fmt::format("adding nexthop {} via {} dev {} in {}", id, gateway, oif, ns_);
-  int family = gateway.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  Msg msg(nlmsg_alloc_simple(RTM_NEWNEXTHOP,
-                             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL})));
+Status Netlink::add_nexthop(uint32_t id, int oif, const std::optional<IpAddr>& gateway, bool replace,
+                            int protocol) {
+  std::string what =
+      fmt::format("adding nexthop {} via {} dev {} in {}", id, gateway ? gateway->to_string() : "-", oif, ns_);
+  MsgBuilder b(RTM_NEWNEXTHOP, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL}),
+               what);
   nhmsg nhm{};
-  nhm.nh_family = static_cast<unsigned char>(family);
+  nhm.nh_family = static_cast<unsigned char>(gateway ? family_of(*gateway) : AF_INET);
   nhm.nh_protocol = static_cast<unsigned char>(protocol);
-  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
-  nla_put_u32(msg.get(), NHA_ID, id);
-  nla_put_u32(msg.get(), NHA_OIF, static_cast<uint32_t>(oif));
-  if (!gateway.empty()) {
-    auto gw = parse_addr(gateway, family);
-    if (!gw) return gw.error();
-    nla_put_addr(msg.get(), NHA_GATEWAY, gw.value().get());
-  }
-  log::debug("{}: add nexthop {} via {} dev {}", ns_, id, gateway, oif);
-  return send_raw(msg.release(), what);
+  LANES_TRY(b.header(nhm));
+  LANES_TRY(b.u32(NHA_ID, id));
+  LANES_TRY(b.u32(NHA_OIF, static_cast<uint32_t>(oif)));
+  if (gateway) LANES_TRY(b.addr(NHA_GATEWAY, *gateway));
+  log::debug("{}: add nexthop {} via {} dev {}", ns_, id, gateway ? gateway->to_string() : "-", oif);
+  return send_raw(b.release(), what);
 }
 
 Status Netlink::add_nexthop_group(uint32_t id,
                                   const std::vector<std::pair<uint32_t, uint16_t>>& members,
                                   const std::optional<ResilientParams>& res, bool replace, int protocol) {
   std::string what = fmt::format("adding nexthop group {} ({} members) in {}", id, members.size(), ns_);
-  Msg msg(nlmsg_alloc_simple(RTM_NEWNEXTHOP,
-                             NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL})));
+  MsgBuilder b(RTM_NEWNEXTHOP, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL}),
+               what);
   nhmsg nhm{};
   nhm.nh_family = AF_UNSPEC;
   nhm.nh_protocol = static_cast<unsigned char>(protocol);
-  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, what);
-  nla_put_u32(msg.get(), NHA_ID, id);
+  LANES_TRY(b.header(nhm));
+  LANES_TRY(b.u32(NHA_ID, id));
   std::vector<nexthop_grp> grp;
   for (auto [m, w] : members) {
     nexthop_grp g{};
@@ -546,29 +623,30 @@ Status Netlink::add_nexthop_group(uint32_t id,
     g.weight = static_cast<uint8_t>(std::max<int>(1, w) - 1);
     grp.push_back(g);
   }
-  nla_put(msg.get(), NHA_GROUP, static_cast<int>(grp.size() * sizeof(nexthop_grp)), grp.data());
+  LANES_TRY(b.bytes(NHA_GROUP, grp.data(), grp.size() * sizeof(nexthop_grp)));
   if (res) {
-    nla_put_u16(msg.get(), NHA_GROUP_TYPE, NEXTHOP_GRP_TYPE_RES);
-    nlattr* nest = nla_nest_start(msg.get(), NHA_RES_GROUP);
-    nla_put_u16(msg.get(), NHA_RES_GROUP_BUCKETS, res->buckets);
+    LANES_TRY(b.u16(NHA_GROUP_TYPE, NEXTHOP_GRP_TYPE_RES));
+    auto nest = b.nest(NHA_RES_GROUP);
+    if (!nest) return nest.error();
+    LANES_TRY(b.u16(NHA_RES_GROUP_BUCKETS, res->buckets));
     // the kernel takes clock_t (USER_HZ = 100 ticks per second)
-    nla_put_u32(msg.get(), NHA_RES_GROUP_IDLE_TIMER, res->idle_timer_s * 100);
-    nla_put_u32(msg.get(), NHA_RES_GROUP_UNBALANCED_TIMER, res->unbalanced_timer_s * 100);
-    nla_nest_end(msg.get(), nest);
+    LANES_TRY(b.u32(NHA_RES_GROUP_IDLE_TIMER, res->idle_timer_s * 100));
+    LANES_TRY(b.u32(NHA_RES_GROUP_UNBALANCED_TIMER, res->unbalanced_timer_s * 100));
+    b.end(nest.value());
   }
   log::debug("{}: add nexthop group {} with {} members{}", ns_, id, members.size(),
              res ? " (resilient)" : "");
-  return send_raw(msg.release(), what);
+  return send_raw(b.release(), what);
 }
 
 Status Netlink::delete_nexthop(uint32_t id) {
-  Msg msg(nlmsg_alloc_simple(RTM_DELNEXTHOP, NLM_F_REQUEST | NLM_F_ACK));
+  std::string what = fmt::format("deleting nexthop {} in {}", id, ns_);
+  MsgBuilder b(RTM_DELNEXTHOP, NLM_F_REQUEST | NLM_F_ACK, what);
   nhmsg nhm{};
-  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0)
-    return os_error(ENOMEM, "deleting nexthop");
-  nla_put_u32(msg.get(), NHA_ID, id);
+  LANES_TRY(b.header(nhm));
+  LANES_TRY(b.u32(NHA_ID, id));
   log::debug("{}: delete nexthop {}", ns_, id);
-  return send_raw(msg.release(), fmt::format("deleting nexthop {} in {}", id, ns_));
+  return send_raw(b.release(), what);
 }
 
 Result<std::vector<NexthopInfo>> Netlink::nexthops() {
@@ -625,11 +703,11 @@ std::pair<uint32_t, std::vector<uint32_t>> Netlink::route_group(const std::strin
 
 Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
   std::map<uint16_t, uint32_t> buckets;
-  Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));
-  nhmsg nhm{};
-  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
-  nla_put_u32(msg.get(), NHA_ID, group);
   std::string what = fmt::format("listing buckets of nexthop group {} in {}", group, ns_);
+  MsgBuilder msg(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP, what);
+  nhmsg nhm{};
+  if (auto st = msg.header(nhm); !st) return st.error();
+  if (auto st = msg.u32(NHA_ID, group); !st) return st.error();
   auto parse = [&](nlmsghdr* h) {
     if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
     nlattr* tb[NHA_MAX + 1] = {};
@@ -647,9 +725,9 @@ Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
 
 Result<std::map<uint32_t, std::vector<uint32_t>>> Netlink::all_nexthop_buckets() {
   std::map<uint32_t, std::map<uint16_t, uint32_t>> buckets;
-  Msg msg(nlmsg_alloc_simple(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP));
+  MsgBuilder msg(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP, "listing the buckets of every nexthop group in " + ns_);
   nhmsg nhm{};
-  if (nlmsg_append(msg.get(), &nhm, sizeof nhm, NLMSG_ALIGNTO) < 0) return os_error(ENOMEM, "bucket dump");
+  if (auto st = msg.header(nhm); !st) return st.error();
   auto parse = [&](nlmsghdr* h) {
     if (h->nlmsg_type != RTM_NEWNEXTHOPBUCKET) return;
     nlattr* tb[NHA_MAX + 1] = {};
@@ -659,7 +737,7 @@ Result<std::map<uint32_t, std::vector<uint32_t>>> Netlink::all_nexthop_buckets()
     if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
       buckets[nla_get_u32(tb[NHA_ID])][nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
   };
-  if (auto st = dump_retrying(sock_.get(), msg.get(), "listing the buckets of every nexthop group in " + ns_, parse,
+  if (auto st = dump_retrying(sock_.get(), msg.get(), msg.what(), parse,
                               [&] { buckets.clear(); });
       !st)
     return st.error();

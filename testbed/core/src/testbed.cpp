@@ -63,6 +63,52 @@ std::vector<Sysctl> node_sysctls(NodeKind kind) {
   return s;
 }
 
+FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
+  FabricPlan p;
+  auto ns = [&](int node) { return RunRegistry::netns_name(run_id, topo.nodes.at(static_cast<size_t>(node)).name); };
+  // interface indexes chosen here, from kFirstIfindex up on each node in link order
+  std::vector<int> next_index(topo.nodes.size(), kFirstIfindex);
+  std::vector<std::pair<int, int>> index(topo.links.size());
+  for (size_t k = 0; k < topo.links.size(); ++k) {
+    const Link& l = topo.links[k];
+    index[k] = {next_index[static_cast<size_t>(l.a.node)]++, next_index[static_cast<size_t>(l.b.node)]++};
+    p.ifindex[{l.a.node, l.a.ifname}] = index[k].first;
+    p.ifindex[{l.b.node, l.b.ifname}] = index[k].second;
+    // side B placed directly in its namespace; only side A can come up in
+    // the creating request, so B is brought up from its own namespace
+    p.links.add(ns(l.a.node), change::Veth{l.a.ifname, index[k].first, l.b.ifname, index[k].second, ns(l.b.node),
+                                           link_mac(k, 0), link_mac(k, 1)});
+    p.links.add(ns(l.b.node), change::LinkUp{index[k].second, l.b.ifname});
+  }
+  for (size_t k = 0; k < topo.links.size(); ++k) {
+    const Link& l = topo.links[k];
+    for (auto [ep, idx] : {std::pair{&l.a, index[k].first}, std::pair{&l.b, index[k].second}}) {
+      p.addresses.add(ns(ep->node), change::Address{idx, ep->ifname, ep->addr4});
+      p.addresses.add(ns(ep->node), change::Address{idx, ep->ifname, ep->addr6});
+    }
+  }
+  // permanent neighbours on both ends (neighbors.hpp): no ARP or ND
+  for (const auto& e : link_neighbors(topo))
+    p.addresses.add(ns(e.node), change::Neighbor{p.ifindex.at({e.node, e.ifname}), e.ifname, e.ip, e.mac});
+  // line rate: TBF on both ends of shaped links
+  for (size_t k = 0; k < topo.links.size(); ++k) {
+    const Link& l = topo.links[k];
+    if (l.rate_bps == 0) continue;
+    p.qdiscs.add(ns(l.a.node), change::Tbf{index[k].first, l.a.ifname, l.rate_bps});
+    p.qdiscs.add(ns(l.b.node), change::Tbf{index[k].second, l.b.ifname, l.rate_bps});
+  }
+  // servers: default routes through the switch they hang off
+  for (size_t k = 0; k < topo.links.size(); ++k) {
+    const Link& l = topo.links[k];
+    if (l.kind != LinkKind::server) continue;
+    for (IpAddr gw : {IpAddr(l.a.addr4.addr), IpAddr(l.a.addr6.addr)}) {
+      Route r{IpNet::default_route(family_of(gw)), std::vector<Via>{{gw, index[k].second, 1}}};
+      p.routes.add(ns(l.b.node), change::AddRoute{r});
+    }
+  }
+  return p;
+}
+
 struct Testbed::Impl {
   Topology topo;
   std::string run_id;
@@ -122,71 +168,31 @@ Result<Testbed> Testbed::build(const Topology& topo, const std::string& run_id) 
   }
   impl->timings.namespaces = since(t0);
 
-  // 2. a veth pair per link, created from side A with side B placed directly
-  // in its namespace, both up, with interface indexes chosen here
-  auto t1 = Clock::now();
-  std::vector<int> next_index(topo.nodes.size(), kFirstIfindex);
-  std::vector<std::pair<int, int>> link_index(topo.links.size());
-  for (size_t k = 0; k < topo.links.size(); ++k) {
-    const Link& l = topo.links[k];
-    if (interrupted()) return fail(os_error(EINTR, "building run " + run_id));
-    int ia = next_index[l.a.node]++;
-    int ib = next_index[l.b.node]++;
-    auto& nsb = impl->ns[l.b.node];
-    MacAddr ma = link_mac(k, 0), mb = link_mac(k, 1);
-    if (auto st = impl->nl[l.a.node].create_veth(l.a.ifname, ia, l.b.ifname, ib, nsb.fd(), nsb.name(), true, &ma, &mb);
-        !st)
-      return fail(st.error());
-    if (auto st = impl->nl[l.b.node].set_link_up(ib, true, l.b.ifname); !st) return fail(st.error());
-    impl->ifindex[{l.a.node, l.a.ifname}] = ia;
-    impl->ifindex[{l.b.node, l.b.ifname}] = ib;
-    link_index[k] = {ia, ib};
+  // 2.-5. links, addresses and neighbours, qdiscs, the servers' routes: the
+  // fabric's plan, stage by stage
+  FabricPlan plan = fabric_plan(topo, run_id);
+  std::map<std::string, size_t> node_of;
+  for (size_t i = 0; i < topo.nodes.size(); ++i) node_of[RunRegistry::netns_name(run_id, topo.nodes[i].name)] = i;
+  PlanTargets targets{[&](const std::string& ns) -> Netlink* {
+                        auto it = node_of.find(ns);
+                        return it == node_of.end() ? nullptr : &impl->nl[it->second];
+                      },
+                      [&](const std::string& ns) {
+                        auto it = node_of.find(ns);
+                        return it == node_of.end() ? -1 : impl->ns[it->second].fd();
+                      }};
+  struct Stage {
+    const KernelPlan& changes;
+    std::chrono::microseconds* took;
+  };
+  std::chrono::microseconds routes{0};
+  for (const Stage& stage : {Stage{plan.links, &impl->timings.links}, Stage{plan.addresses, &impl->timings.addresses},
+                             Stage{plan.qdiscs, &impl->timings.qdiscs}, Stage{plan.routes, &routes}}) {
+    auto t = Clock::now();
+    if (auto st = apply(stage.changes, targets, [] { return interrupted(); }); !st) return fail(st.error());
+    *stage.took = since(t);
   }
-  impl->timings.links = since(t1);
-
-  // 3. addresses: /31 and /127 on both ends
-  auto t2 = Clock::now();
-  for (size_t k = 0; k < topo.links.size(); ++k) {
-    const Link& l = topo.links[k];
-    for (auto [ep, idx] : {std::pair{&l.a, link_index[k].first}, std::pair{&l.b, link_index[k].second}}) {
-      auto& nl = impl->nl[ep->node];
-      if (auto st = nl.add_address(idx, ep->addr4, ep->ifname); !st) return fail(st.error());
-      if (auto st = nl.add_address(idx, ep->addr6, ep->ifname); !st) return fail(st.error());
-    }
-  }
-  // 3b. permanent neighbours on both ends (see neighbors.hpp): no ARP or ND
-  for (const auto& e : link_neighbors(topo)) {
-    int idx = impl->ifindex.at({e.node, e.ifname});
-    if (auto st = impl->nl[e.node].add_neighbor(idx, e.ip, e.mac, e.ifname); !st) return fail(st.error());
-  }
-  impl->timings.addresses = since(t2);
-
-  // 4. line rate: TBF on both ends of shaped links
-  auto t3 = Clock::now();
-  for (size_t k = 0; k < topo.links.size(); ++k) {
-    const Link& l = topo.links[k];
-    if (l.rate_bps == 0) continue;
-    if (auto st = impl->nl[l.a.node].set_tbf(link_index[k].first, l.rate_bps, l.a.ifname); !st)
-      return fail(st.error());
-    if (auto st = impl->nl[l.b.node].set_tbf(link_index[k].second, l.rate_bps, l.b.ifname); !st)
-      return fail(st.error());
-  }
-  impl->timings.qdiscs = since(t3);
-
-  // 5. servers: default routes through the switch they hang off
-  for (size_t k = 0; k < topo.links.size(); ++k) {
-    const Link& l = topo.links[k];
-    if (l.kind != LinkKind::server) continue;
-    auto& nl = impl->nl[l.b.node];
-    for (auto [family, gw] : {std::pair{AF_INET, l.a.addr4.addr.to_string()},
-                              std::pair{AF_INET6, l.a.addr6.addr.to_string()}}) {
-      Route r;
-      r.family = family;
-      r.dst = "default";
-      r.nexthops.push_back({gw, link_index[k].second, 1});
-      if (auto st = nl.add_route(r); !st) return fail(st.error());
-    }
-  }
+  impl->ifindex = std::move(plan.ifindex);
   impl->timings.total = since(t0);
   log::debug("built run {}: {} namespaces in {} ms, {} links in {} ms, addresses {} ms, qdiscs {} ms",
              run_id, topo.nodes.size(), impl->timings.namespaces.count() / 1000, topo.links.size(),

@@ -30,7 +30,9 @@ AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
 // ---- NetlinkFib ----
 
 Status NetlinkFib::add_nexthop(uint32_t id, int oif, const std::string& gateway) {
-  return nl_.add_nexthop(id, oif, gateway, /*replace=*/true, kProtoBgp);
+  auto gw = parse_ip(gateway);
+  if (!gw) return os_error(EINVAL, fmt::format("nexthop {}: gateway '{}' is not an address", id, gateway));
+  return nl_.add_nexthop(id, oif, *gw, /*replace=*/true, kProtoBgp);
 }
 
 Status NetlinkFib::set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
@@ -41,40 +43,43 @@ Status NetlinkFib::set_group(uint32_t id, const std::vector<uint32_t>& members, 
 }
 
 namespace {
-Route route_to(const std::string& prefix) {
-  Route r;
-  r.family = prefix.find(':') != std::string::npos ? AF_INET6 : AF_INET;
-  r.dst = prefix;
-  return r;
+// A route to PREFIX (as BGP carries it) going TO.
+Result<Route> route_to(const std::string& prefix, RouteTarget to) {
+  auto dst = IpNet::parse(prefix);
+  if (!dst) return os_error(EINVAL, "'" + prefix + "' is not a prefix");
+  return Route{*dst, std::move(to)};
 }
 }  // namespace
 
 Status NetlinkFib::set_route(const std::string& prefix, uint32_t group) {
-  Route r = route_to(prefix);
-  r.nh_id = group;
-  r.protocol = kProtoBgp;
-  r.replace = true;
-  return nl_.add_route(r);
+  auto r = route_to(prefix, NhId{group});
+  if (!r) return r.error();
+  r.value().protocol = kProtoBgp;
+  r.value().replace = true;
+  return nl_.add_route(r.value());
 }
 
 Status NetlinkFib::delete_route(const std::string& prefix) {
-  Route r = route_to(prefix);
-  r.protocol = kProtoBgp;
-  return nl_.delete_route(r);
+  auto r = route_to(prefix, std::vector<Via>{});
+  if (!r) return r.error();
+  r.value().protocol = kProtoBgp;
+  return nl_.delete_route(r.value());
 }
 
 Status NetlinkFib::add_static(const AgentStatic& s, int oif) {
-  Route r = route_to(s.dst);
-  r.nexthops.push_back({s.gateway, oif, 1});
-  r.replace = true;
-  return nl_.add_route(r);
+  auto gw = parse_ip(s.gateway);
+  if (!gw) return os_error(EINVAL, fmt::format("static route {}: gateway '{}' is not an address", s.dst, s.gateway));
+  auto r = route_to(s.dst, std::vector<Via>{{*gw, oif, 1}});
+  if (!r) return r.error();
+  r.value().replace = true;
+  return nl_.add_route(r.value());
 }
 
 Status NetlinkFib::add_blackhole(const std::string& prefix) {
-  Route r = route_to(prefix);
-  r.blackhole = true;
-  r.replace = true;
-  return nl_.add_route(r);
+  auto r = route_to(prefix, Blackhole{});
+  if (!r) return r.error();
+  r.value().replace = true;
+  return nl_.add_route(r.value());
 }
 
 // ---- FibAgent ----

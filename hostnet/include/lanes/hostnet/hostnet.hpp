@@ -27,6 +27,7 @@
 #include <string>
 
 #include "lanes/core/deploy.hpp"
+#include "lanes/core/kernel_plan.hpp"
 #include "lanes/core/model.hpp"
 #include "lanes/core/netlink.hpp"
 #include "lanes/core/role.hpp"
@@ -50,10 +51,23 @@ testbed::EgressMode effective_mode(testbed::EgressMode wanted, const testbed::Ke
 struct ContainerNeighbor {
   bool in_container = false;
   std::string ifname;
-  std::string ip;
+  testbed::IpAddr ip;
   testbed::MacAddr mac{};
 };
 std::vector<ContainerNeighbor> container_neighbors(const testbed::Topology& t, int host, int nic);
+
+// What HOST's job container and routing are in the kernel (deploy_host
+// applies it once the container's namespace exists): NIC k's link pair
+// (netkit where NETKIT, else veth with permanent neighbours), the
+// addresses on both sides, per-NIC tables and source rules in the
+// container, its default route (NIC 0 alone with single egress, else a
+// resilient group over every NIC), and on the host the task and job routes
+// towards the container and per-NIC tables out of each NIC. HOST_NS and
+// JOB_NS name the two namespaces; NIC_IFINDEX[k] is NIC k's interface index
+// on the host (the fabric plan's).
+testbed::KernelPlan host_plan(const testbed::Topology& t, int host, testbed::EgressMode mode, bool netkit,
+                              const std::string& host_ns, const std::string& job_ns,
+                              const std::vector<int>& nic_ifindex);
 
 // Builds the container of HOST: namespace, links, addresses, routes and
 // rules on both sides.

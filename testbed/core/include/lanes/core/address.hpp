@@ -2,6 +2,8 @@
 // IP addresses and prefixes (Boost.Asio's types) and the arithmetic the
 // address plan needs.
 
+#include <sys/socket.h>
+
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/network_v4.hpp>
 #include <boost/asio/ip/network_v6.hpp>
@@ -54,6 +56,42 @@ struct IfAddr6 {
   int len = 128;
   std::string str() const { return addr.to_string() + "/" + std::to_string(len); }
   bool operator==(const IfAddr6&) const = default;
+};
+
+// An address of either family.
+using IpAddr = boost::asio::ip::address;
+std::optional<IpAddr> parse_ip(const std::string& s);
+inline int family_of(const IpAddr& a) { return a.is_v6() ? AF_INET6 : AF_INET; }
+
+// A prefix of either family: a route's destination ("198.19.0.0/22",
+// "2001:2::1/128", the default route of a family is its /0).
+class IpNet {
+ public:
+  IpNet(const Net4& n) : v6_(false), a4_(n.network()), len_(n.prefix_length()) {}  // NOLINT: a prefix is a prefix
+  IpNet(const Net6& n) : v6_(true), a6_(n.network()), len_(n.prefix_length()) {}   // NOLINT
+  // ADDR/32 or ADDR/128
+  static IpNet host(const IpAddr& a);
+  static IpNet default_route(int family);
+  // "a.b.c.d/len", "x::y/len" (host bits zero), a bare address (a host
+  // prefix), or "default" of FAMILY
+  static std::optional<IpNet> parse(const std::string& s, int family = AF_INET);
+
+  int family() const { return v6_ ? AF_INET6 : AF_INET; }
+  bool is_v6() const { return v6_; }
+  IpAddr address() const { return v6_ ? IpAddr(a6_) : IpAddr(a4_); }
+  int prefix_length() const { return len_; }
+  bool is_default() const { return len_ == 0; }
+  // "198.19.0.0/22"; "default" for a /0
+  std::string str() const;
+  bool operator==(const IpNet& o) const {
+    return v6_ == o.v6_ && len_ == o.len_ && (v6_ ? a6_ == o.a6_ : a4_ == o.a4_);
+  }
+
+ private:
+  bool v6_ = false;
+  Ip4 a4_;
+  Ip6 a6_;
+  int len_ = 0;
 };
 
 }  // namespace lanes::testbed

@@ -28,7 +28,7 @@ MacAddr container_link_mac(int host, int nic, int side);
 struct NeighborEntry {
   int node = -1;       // the node whose namespace holds the entry
   std::string ifname;  // on this interface of it
-  std::string ip;      // the other end's address
+  IpAddr ip;           // the other end's address
   MacAddr mac{};       // the other end's MAC
 };
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "lanes/core/address.hpp"
@@ -66,32 +67,44 @@ struct NexthopInfo {
   std::vector<std::pair<uint32_t, uint16_t>> members;  // {id, weight}
 };
 
-struct RouteNexthop {
-  std::string gateway;  // "" for a device route
+// Where a route sends packets: through next hops (more than one:
+// multipath; a next hop without a gateway is a device route), through a
+// nexthop object, or nowhere.
+struct Via {
+  std::optional<IpAddr> gateway;
   int ifindex = 0;
   int weight = 1;
 };
+struct NhId {
+  uint32_t id = 0;
+};
+struct Blackhole {};
+using RouteTarget = std::variant<std::vector<Via>, NhId, Blackhole>;
 
+// A route lanes installs. The family is the destination's; a gateway or
+// source of the other family is refused when the message is built.
 struct Route {
-  int family = 0;       // AF_INET or AF_INET6
-  std::string dst;      // "198.19.0.0/22", "default"
-  std::vector<RouteNexthop> nexthops;  // more than one: multipath
-  uint32_t nh_id = 0;   // route through a nexthop object instead
-  uint32_t table = 254; // main
+  IpNet dst;
+  RouteTarget to;
+  uint32_t table = 254;  // main
   uint32_t metric = 0;
-  int protocol = 4;     // RTPROT_STATIC; the FIB agent uses RTPROT_BGP
-  bool blackhole = false;
-  bool replace = false; // replace an existing route to DST instead of failing
-  std::string prefsrc;  // preferred source address
+  int protocol = 4;      // RTPROT_STATIC; the FIB agent uses RTPROT_BGP
+  bool replace = false;  // replace an existing route to DST instead of failing
+  std::optional<IpAddr> prefsrc;
+
+  int family() const { return dst.family(); }
+  // "default table 201 via 198.18.0.1 dev 101 src 198.19.1.2"
+  std::string describe() const;
 };
 
 // A policy routing rule: packets from SRC (or arriving on IIF) use TABLE.
 struct Rule {
-  int family = 0;
-  std::string src;      // "198.19.1.0/32", or ""
-  std::string iif;      // input interface name, or ""
+  int family = AF_INET;
+  std::optional<IpNet> src;
+  std::string iif;  // input interface name, or ""
   uint32_t table = 0;
   uint32_t priority = 0;
+  std::string describe() const;
 };
 
 // A route as the kernel reports it (main table).
@@ -135,7 +148,7 @@ class Netlink {
   // A permanent neighbour (NUD_PERMANENT): IP is at MAC on link INDEX.
   // Permanent entries need no ARP or ND and do not count against the
   // kernel's neighbour table limit, which every namespace shares.
-  Status add_neighbor(int index, const std::string& ip, const MacAddr& mac, const std::string& ifname);
+  Status add_neighbor(int index, const IpAddr& ip, const MacAddr& mac, const std::string& ifname);
   // Creates a netkit pair (Linux 6.7+) in L3 mode: NAME here as the
   // primary device, PEER in namespace PEER_NS_FD. NAME comes up; the peer
   // is brought up from its namespace. Built by hand: libnl 3.7 does not
@@ -159,7 +172,8 @@ class Netlink {
   Status delete_route(const Route& r);
   Result<std::vector<RouteEntry>> route_entries(int family);
 
-  Status add_nexthop(uint32_t id, int oif, const std::string& gateway, bool replace = false,
+  // A nexthop object on OIF, through GATEWAY (none: a device nexthop).
+  Status add_nexthop(uint32_t id, int oif, const std::optional<IpAddr>& gateway, bool replace = false,
                      int protocol = 4);
   Status add_nexthop_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members,
                            const std::optional<ResilientParams>& resilient, bool replace = false,

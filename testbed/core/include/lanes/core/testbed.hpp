@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lanes/core/model.hpp"
+#include "lanes/core/kernel_plan.hpp"
 #include "lanes/core/netlink.hpp"
 #include "lanes/core/netns.hpp"
 #include "lanes/core/run_registry.hpp"
@@ -24,6 +25,17 @@ std::vector<Sysctl> multipath_sysctls();
 // The sysctls a node's namespace gets when it is created: the base, and on
 // every node but a server forwarding and multipath too.
 std::vector<Sysctl> node_sysctls(NodeKind kind);
+
+// What a topology's fabric becomes in the kernel once its namespaces exist
+// (testbed.cpp: Testbed::build applies it), stage by stage: a veth pair per
+// link from side A with both ends up, then addresses (/31 and /127) and
+// permanent neighbours on both ends, TBF where a link has a rate, and the
+// servers' default routes. IFINDEX: the interface index each end gets.
+struct FabricPlan {
+  KernelPlan links, addresses, qdiscs, routes;
+  std::map<std::pair<int, std::string>, int> ifindex;  // (node, ifname) → index
+};
+FabricPlan fabric_plan(const Topology& topo, const std::string& run_id);
 
 struct BuildTimings {
   std::chrono::microseconds namespaces{0}, links{0}, addresses{0}, qdiscs{0}, total{0};

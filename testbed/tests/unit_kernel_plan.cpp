@@ -1,0 +1,115 @@
+// unit tier: what a topology becomes in the kernel, read from its plan
+// without root — the fabric's links, addresses, neighbours, qdiscs and
+// servers' routes for laptop.xml, and the typed routes they are made of.
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+
+#include "lanes/core/neighbors.hpp"
+#include "lanes/core/testbed.hpp"
+#include "lanes/core/topology_loader.hpp"
+#include "support.hpp"
+
+using namespace lanes::testbed;
+
+namespace {
+
+template <typename T>
+std::vector<std::pair<std::string, T>> all_of(const KernelPlan& p) {
+  std::vector<std::pair<std::string, T>> out;
+  for (const auto& c : p.changes())
+    if (const auto* x = std::get_if<T>(&c.change)) out.push_back({c.ns, *x});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("fabric plan of laptop.xml: a veth pair, addresses and neighbours per link, TBF where shaped", "[unit]") {
+  auto t = load_topology(lanes::test::topology("laptop.xml"));
+  auto p = fabric_plan(t, "t1");
+  auto ns = [&](int node) { return RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(node)].name); };
+  // links: one veth per topology link, made on side A, side B brought up in its namespace
+  auto veths = all_of<change::Veth>(p.links);
+  auto ups = all_of<change::LinkUp>(p.links);
+  REQUIRE(veths.size() == t.links.size());
+  REQUIRE(ups.size() == t.links.size());
+  for (size_t k = 0; k < t.links.size(); ++k) {
+    const Link& l = t.links[k];
+    CHECK(veths[k].first == ns(l.a.node));
+    CHECK(veths[k].second.name == l.a.ifname);
+    CHECK(veths[k].second.peer == l.b.ifname);
+    CHECK(veths[k].second.peer_ns == ns(l.b.node));
+    CHECK(veths[k].second.mac == link_mac(k, 0));
+    CHECK(ups[k].first == ns(l.b.node));
+    CHECK(ups[k].second.index == p.ifindex.at({l.b.node, l.b.ifname}));
+  }
+  // interface indexes: from 100 up, unique on each node
+  std::map<int, std::set<int>> used;
+  for (const auto& [where, idx] : p.ifindex) {
+    CHECK(idx >= 100);
+    CHECK(used[where.first].insert(idx).second);
+  }
+  // addresses: /31 and /127 on both ends; a permanent neighbour per end and family
+  CHECK(all_of<change::Address>(p.addresses).size() == t.links.size() * 4);
+  CHECK(all_of<change::Neighbor>(p.addresses).size() == t.links.size() * 4);
+  // TBF on both ends of every shaped link, at its rate
+  size_t shaped = 0;
+  for (const auto& l : t.links) shaped += l.rate_bps > 0;
+  REQUIRE(shaped > 0);
+  auto tbfs = all_of<change::Tbf>(p.qdiscs);
+  CHECK(tbfs.size() == shaped * 2);
+  for (const auto& [where, tbf] : tbfs) CHECK(tbf.rate_bps > 0);
+  // each server: a default route per family through the switch end of its link
+  int storage = t.find_node("storage");
+  auto routes = all_of<change::AddRoute>(p.routes);
+  REQUIRE(routes.size() == 2);
+  for (const auto& [where, r] : routes) {
+    CHECK(where == ns(storage));
+    CHECK(r.route.dst.is_default());
+    const auto& via = std::get<std::vector<Via>>(r.route.to);
+    REQUIRE(via.size() == 1);
+    REQUIRE(via[0].gateway);
+    CHECK(family_of(*via[0].gateway) == r.route.family());
+  }
+  // one line per change, naming its namespace
+  auto lines = p.routes.lines();
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].rfind(ns(storage) + ": route default via ", 0) == 0);
+}
+
+TEST_CASE("typed routes: a prefix of either family, a target, and a line that says both", "[unit]") {
+  auto p4 = IpNet::parse("198.19.0.0/22");
+  REQUIRE(p4);
+  CHECK(p4->family() == AF_INET);
+  CHECK(p4->prefix_length() == 22);
+  CHECK(p4->str() == "198.19.0.0/22");
+  auto p6 = IpNet::parse("2001:2::1");  // a bare address: its host prefix
+  REQUIRE(p6);
+  CHECK(p6->family() == AF_INET6);
+  CHECK(p6->str() == "2001:2::1/128");
+  CHECK(IpNet::parse("default", AF_INET6)->str() == "default");
+  CHECK(IpNet::parse("default", AF_INET6)->family() == AF_INET6);
+  CHECK_FALSE(IpNet::parse("198.19.0.1/22"));  // host bits set
+  CHECK_FALSE(IpNet::parse("198.19.0.0/33"));
+  CHECK_FALSE(IpNet::parse("nowhere"));
+  Route multipath{*p4, std::vector<Via>{{*parse_ip("198.18.0.1"), 101, 1}, {*parse_ip("198.18.0.3"), 102, 2}}};
+  multipath.table = 201;
+  multipath.prefsrc = parse_ip("198.19.1.2");
+  CHECK(multipath.describe() ==
+        "198.19.0.0/22 table 201 via 198.18.0.1 dev 101 via 198.18.0.3 dev 102 weight 2 src 198.19.1.2");
+  CHECK(Route{*p6, NhId{1001}}.describe() == "2001:2::1/128 nhid 1001");
+  CHECK(Route{*p4, Blackhole{}}.describe() == "198.19.0.0/22 blackhole");
+  Rule rule;
+  rule.family = AF_INET6;
+  rule.src = p6;
+  rule.table = 100;
+  rule.priority = 100;
+  CHECK(rule.describe() == "-6 from 2001:2::1/128 table 100 pref 100");
+}
+
+TEST_CASE("an error in context keeps its code and says where it happened once", "[unit]") {
+  auto e = in_context("lanes-t1-h1: route default", os_error(EEXIST, "adding route default in lanes-t1-h1"));
+  CHECK(e.code().value() == EEXIST);
+  CHECK(std::string(e.what()) == "lanes-t1-h1: route default: adding route default in lanes-t1-h1: File exists");
+}
