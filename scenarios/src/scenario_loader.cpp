@@ -13,6 +13,7 @@
 #include "lanes/core/input_file.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
+#include "lanes/scenarios/result_assertion.hpp"
 #include "lanes/scenarios/scenario.hpp"
 #include "lanes/scenarios/workload.hpp"
 
@@ -30,7 +31,8 @@ const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|b
                               {"rate", Kind::text},
                               {"hold-time", Kind::integer}};
 
-// element -> type -> attributes ("" = the element has no type attribute)
+// element -> type -> attributes ("" = the element has no type attribute);
+// the typed elements' types are plug-ins (below)
 const std::map<std::string, std::map<std::string, Attrs>>& base_schema() {
   static const std::map<std::string, std::map<std::string, Attrs>> s = {
       {"converge", {{"", {{"timeout", Kind::duration}, {"mark", Kind::name}}}}},
@@ -42,24 +44,7 @@ const std::map<std::string, std::map<std::string, Attrs>>& base_schema() {
               {"rack", Kind::rack}, {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name}}}}},
       {"workload", {}},  // plug-ins (workload.hpp)
       {"fault", {}},
-      {"assert",
-       {{"throughput-ratio",
-         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
-          {"min", Kind::number}, {"max", Kind::number}}},
-        {"completion-ratio",
-         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
-          {"min", Kind::number}, {"max", Kind::number}}},
-        {"nic-share",
-         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"expected", Kind::number},
-          {"tolerance", Kind::number}}},
-        {"connection-errors", {{"workload", Kind::workload}, {"phase", Kind::phase}, {"max", Kind::integer}}},
-        {"bytes-verified", {{"workload", Kind::workload}, {"phase", Kind::phase}}},
-        {"blackout",
-         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"max", Kind::duration},
-          {"min", Kind::duration}}},
-        {"latency", {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"p99-max", Kind::duration, true}}},
-        {"completion-time",
-         {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"max", Kind::duration, true}}}}},
+      {"assert", {}},
   };
   return s;
 }
@@ -69,6 +54,7 @@ const std::map<std::string, std::map<std::string, Attrs>>& schema() {
   static const std::map<std::string, std::map<std::string, Attrs>> s = [] {
     auto all = base_schema();
     for (const auto* p : live_assertions()) all["assert"][p->type()] = p->attrs();
+    for (const auto* p : result_assertions()) all["assert"][p->type()] = p->attrs();
     for (const auto* p : workloads()) all["workload"][p->type()] = p->attrs();
     for (const auto* p : faults()) all["fault"][p->type()] = p->attrs();
     return all;

@@ -12,6 +12,8 @@
 #include "fake_fabric.hpp"
 #include "faults/faults.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/scenarios/live_assertion.hpp"
+#include "lanes/scenarios/result_assertion.hpp"
 #include "support.hpp"
 #include "workloads/workloads.hpp"
 
@@ -111,7 +113,7 @@ Step step(const char* element, const char* type, std::map<std::string, std::stri
 
 }  // namespace
 
-TEST_CASE("workload and fault plug-ins: every type registered once, with its attributes", "[unit]") {
+TEST_CASE("workload, fault and result-assertion plug-ins: every type registered once", "[unit]") {
   std::set<std::string> types;
   for (const auto* w : workloads()) {
     CHECK(types.insert(w->type()).second);
@@ -132,6 +134,14 @@ TEST_CASE("workload and fault plug-ins: every type registered once, with its att
                                        "rogue-announce"});
   CHECK(find_fault("nic-down") != nullptr);
   CHECK(find_workload("nic-down") == nullptr);
+  types.clear();
+  for (const auto* a : result_assertions()) {
+    CHECK(types.insert(a->type()).second);
+    CHECK(find_result_assertion(a->type()) == a);
+    CHECK(find_live_assertion(a->type()) == nullptr);  // a type is judged live or afterwards, not both
+  }
+  CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "nic-share", "connection-errors",
+                                       "bytes-verified", "blackout", "latency", "completion-time"});
 }
 
 TEST_CASE("lanes-traffic results: written and read back through one struct, anything else is no result", "[unit]") {

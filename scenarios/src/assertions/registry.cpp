@@ -1,4 +1,5 @@
 #include "live_assertions.hpp"
+#include "result_assertions.hpp"
 
 namespace lanes::scenarios {
 
@@ -14,6 +15,25 @@ const std::vector<const LiveAssertion*>& live_assertions() {
 
 const LiveAssertion* find_live_assertion(const std::string& type) {
   for (const auto* a : live_assertions())
+    if (type == a->type()) return a;
+  return nullptr;
+}
+
+const std::vector<const ResultAssertion*>& result_assertions() {
+  static const Ratio throughput(true), completion(false);
+  static const NicShare share;
+  static const ConnectionErrors errors;
+  static const BytesVerified verified;
+  static const Blackout blackout;
+  static const Latency latency;
+  static const CompletionTime time;
+  static const std::vector<const ResultAssertion*> all = {&throughput, &completion, &share,   &errors,
+                                                          &verified,   &blackout,   &latency, &time};
+  return all;
+}
+
+const ResultAssertion* find_result_assertion(const std::string& type) {
+  for (const auto* a : result_assertions())
     if (type == a->type()) return a;
   return nullptr;
 }

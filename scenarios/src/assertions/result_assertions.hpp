@@ -1,0 +1,37 @@
+#pragma once
+// The post-run assertion types (one .cpp each), for the registry and the tests.
+
+#include "lanes/scenarios/result_assertion.hpp"
+
+namespace lanes::scenarios {
+
+#define LANES_RESULT_ASSERTION(Class)                                              \
+  class Class final : public ResultAssertion {                                     \
+   public:                                                                         \
+    const char* type() const override;                                             \
+    const Attrs& attrs() const override;                                           \
+    void check(const ResultContext& ctx, reports::Assertion& out) const override;  \
+  };
+
+// throughput-ratio / completion-ratio: a workload's rate (or time) in this
+// phase against the same workload in baseline=, within min=/max=
+class Ratio final : public ResultAssertion {
+ public:
+  explicit Ratio(bool throughput) : throughput_(throughput) {}
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  void check(const ResultContext& ctx, reports::Assertion& out) const override;
+
+ private:
+  bool throughput_;
+};
+LANES_RESULT_ASSERTION(NicShare)          // each NIC's share of a workload's bytes: expected= ± tolerance=
+LANES_RESULT_ASSERTION(ConnectionErrors)  // connection errors of the workloads ≤ max=
+LANES_RESULT_ASSERTION(BytesVerified)     // every byte of the workloads' streams arrived as sent
+LANES_RESULT_ASSERTION(Blackout)          // a probe's longest gap within min=/max=
+LANES_RESULT_ASSERTION(Latency)           // a fetch workload's p99 ≤ p99-max=
+LANES_RESULT_ASSERTION(CompletionTime)    // a workload ended within max=
+
+#undef LANES_RESULT_ASSERTION
+
+}  // namespace lanes::scenarios
