@@ -49,7 +49,7 @@ struct Bench {
   std::optional<Daemon> server;
 
   Bench(const std::string& rate, const std::vector<std::string>& modes)
-      : file(topo(rate, modes)), run(file, true, lanes::hostnet::deploy_all) {
+      : file(topo(rate, modes)), run(file, true, {std::make_shared<lanes::hostnet::HostRole>()}) {
     std::filesystem::remove(file);
     auto& sw = run.tb().netlink(run.node("r1-tor"));
     for (const auto& m : modes) {

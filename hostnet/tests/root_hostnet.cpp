@@ -40,7 +40,7 @@ std::string modes_topology() {
 
 struct Env {
   std::string file = modes_topology();
-  ScopedRun run{file, true, lanes::hostnet::deploy_all};
+  ScopedRun run{file, true, {std::make_shared<lanes::hostnet::HostRole>()}};
   std::map<std::string, Netns> job_ns;
   std::vector<std::unique_ptr<StandIn>> standins;
   std::optional<Daemon> server;

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   auto path = std::filesystem::temp_directory_path() / "lanes-bench-engine.xml";
   std::ofstream(path) << "<topology name=\"engine\"><rack name=\"r1\"><host name=\"h\" count=\"1\" nics=\"4\" rate=\"" << rate << "\">"
                       << "<job egress=\"bpf\"/></host><server name=\"storage\"/></rack></topology>";
-  ScopedRun run(path.string(), true, lanes::test::deploy_hosts);
+  ScopedRun run(path.string(), true, lanes::test::host_roles());
   std::filesystem::remove(path);
   auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
   int storage = run.tb().netns(run.node("storage")).fd();

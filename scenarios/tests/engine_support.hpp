@@ -11,9 +11,8 @@
 namespace lanes::test {
 
 // hostnet's containers and the VIP injectors, as `lanes up` deploys them
-inline testbed::Status deploy_hosts(testbed::DeployContext& ctx) {
-  if (auto st = hostnet::deploy_all(ctx); !st) return st;
-  return vip::deploy_injectors(ctx);
+inline testbed::Roles host_roles() {
+  return {std::make_shared<hostnet::HostRole>(), std::make_shared<vip::InjectorRole>()};
 }
 
 inline std::string traffic_bin() {

@@ -12,7 +12,7 @@ using lanes::test::ScopedRun;
 using lanes::test::topology;
 
 TEST_CASE("traffic engine carries a checkpoint save from the job to storage with every byte verified", "[root]") {
-  ScopedRun run(topology("laptop.xml"), true, lanes::test::deploy_hosts);
+  ScopedRun run(topology("laptop.xml"), true, lanes::test::host_roles());
   auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
   REQUIRE(eventually([&] { return group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 4; },
                      std::chrono::seconds(20)));
@@ -28,7 +28,7 @@ TEST_CASE("traffic engine carries a checkpoint save from the job to storage with
 }
 
 TEST_CASE("traffic engine carries a restore into the task IP through a NIC failure with no byte lost", "[root]") {
-  ScopedRun run(topology("laptop.xml"), true, lanes::test::deploy_hosts);
+  ScopedRun run(topology("laptop.xml"), true, lanes::test::host_roles());
   auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
   REQUIRE(eventually([&] { return group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 4; },
                      std::chrono::seconds(20)));

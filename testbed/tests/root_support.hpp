@@ -6,7 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "lanes/core/deploy.hpp"
+#include "lanes/core/input_file.hpp"
+#include "lanes/core/live_run.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "lanes/core/supervisor.hpp"
@@ -47,62 +48,33 @@ inline bool traffic_flowing(testbed::Netlink& nl, const std::vector<std::string>
   return eventually([&] { return sent() >= start + bytes; }, timeout, std::chrono::milliseconds(20));
 }
 
+// A run brought up as `lanes up` does (LiveRun::start, held by the test
+// process), and down when the test ends.
 class ScopedRun {
  public:
-  // WITH_SWITCHES: also start the run's supervisor (gobgpd and the FIB
-  // agent on every switch), as `lanes up` does.
-  explicit ScopedRun(const std::string& topology_file, bool with_switches = false,
-                     const testbed::Deployer& deploy = nullptr) {
+  // WITH_SWITCHES: gobgpd and the FIB agent on every switch (SwitchRole);
+  // MORE: the roles deployed after it (hosts' containers, injectors).
+  // Without either: the bare namespaces and links, no supervisor.
+  explicit ScopedRun(const std::string& topology_file, bool with_switches = false, testbed::Roles more = {}) {
     require_root();
-    // a registered, locked run: a concurrent `lanes clean` leaves it alone
-    id_ = reg_.new_id();
-    auto lock = reg_.create(id_);
-    if (!lock) throw lock.error();
-    lock_.emplace(std::move(lock).value());
-    testbed::RunState st;
-    st.id = id_;
-    st.phase = "up";
-    st.held = true;  // dead with the test process: its supervisor stops, a clean removes it
-    st.owner = ::getpid();
-    st.topology_name = "test";
-    (void)reg_.save(st);
-    auto topo = testbed::load_topology(topology_file);
-    auto tb = testbed::Testbed::build(topo, id_);  // removes its own objects on failure
-    if (!tb) {
-      (void)reg_.remove_dir(id_);
-      throw tb.error();
-    }
-    tb_.emplace(std::move(tb).value());
-    if (with_switches) {
-      std::filesystem::copy_file(topology_file, reg_.dir(id_) + "/topology.xml");
-      auto fail = [&](const std::system_error& e) {
-        testbed::teardown_run(id_, daemons_, reg_.base());
-        (void)reg_.remove_dir(id_);
-        throw e;
-      };
-      testbed::DeployContext ctx{*tb_, reg_, id_, testbed::probe_kernel_features(),
-                                 std::filesystem::path(lanes_bin()).parent_path().string(), {}};
-      if (auto d = testbed::deploy_switches(ctx); !d) fail(d.error());
-      if (deploy)
-        if (auto d = deploy(ctx); !d) fail(d.error());
-      if (auto w = testbed::write_daemon_requests(reg_, id_, ctx.daemons); !w) fail(w.error());
-      auto sup = testbed::start_supervisor(reg_, id_, std::chrono::seconds(30), lanes_bin());
-      if (!sup) fail(sup.error());
-      daemons_.push_back(sup.value());
-    }
-  }
-  ~ScopedRun() {
-    tb_.reset();
-    testbed::teardown_run(id_, daemons_, reg_.base());
-    (void)reg_.remove_dir(id_);
+    testbed::LiveRunOptions o;
+    o.topology_xml = testbed::read_input_file(topology_file, "topology file");
+    o.topology_file = topology_file;
+    o.bin_dir = std::filesystem::path(lanes_bin()).parent_path().string();
+    o.held = true;  // dead with the test process: its supervisor stops, a clean removes it
+    if (with_switches) o.roles.push_back(std::make_shared<testbed::SwitchRole>());
+    o.roles.insert(o.roles.end(), more.begin(), more.end());
+    auto run = testbed::LiveRun::start(testbed::load_topology(topology_file), reg_, o);
+    if (!run) throw run.error();
+    run_.emplace(std::move(run).value());
   }
   ScopedRun(const ScopedRun&) = delete;
   ScopedRun& operator=(const ScopedRun&) = delete;
 
-  testbed::Testbed& tb() { return *tb_; }
-  const testbed::Topology& topo() { return tb_->topology(); }
-  const std::string& id() const { return id_; }
-  const testbed::RunRegistry& registry() const { return reg_; }
+  testbed::Testbed& tb() { return run_->tb(); }
+  const testbed::Topology& topo() { return run_->topology(); }
+  const std::string& id() const { return run_->id(); }
+  const testbed::RunRegistry& registry() const { return run_->registry(); }
   int node(const std::string& name) { return topo().find_node(name); }
 
   // Runs ARGV inside NODE's namespace and returns its exit status.
@@ -111,7 +83,7 @@ class ScopedRun {
     spec.name = argv[0] + " on " + node_name;
     spec.argv = std::move(argv);
     spec.netns_fd = tb().netns(node(node_name)).fd();
-    spec.log_path = reg_.dir(id_) + "/cmd.log";
+    spec.log_path = registry().dir(id()) + "/cmd.log";
     auto d = testbed::Daemon::start(spec);
     if (!d) return -1;
     return d.value().wait();
@@ -119,10 +91,7 @@ class ScopedRun {
 
  private:
   testbed::RunRegistry reg_;
-  std::string id_;
-  std::optional<testbed::RunLock> lock_;
-  std::optional<testbed::Testbed> tb_;
-  std::vector<testbed::DaemonRecord> daemons_;
+  std::optional<testbed::LiveRun> run_;
 };
 
 }  // namespace lanes::test

@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
   auto path = std::filesystem::temp_directory_path() / "lanes-bench-injector.xml";
   std::ofstream(path) << "<topology name=\"vip\"><rack name=\"r1\"><host name=\"h\" count=\"1\" nics=\"4\">"
                       << "<job vip=\"per-nic\"/></host><server name=\"storage\"/></rack></topology>";
-  ScopedRun run(path.string(), true, lanes::hostnet::deploy_all);
+  ScopedRun run(path.string(), true, {std::make_shared<lanes::hostnet::HostRole>()});
   std::filesystem::remove(path);
   auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
   std::string dir = run.registry().dir(run.id());

@@ -35,7 +35,7 @@ struct Injected {
   std::optional<Daemon> injector;
   std::string state;
 
-  explicit Injected(const char* vip) : file(topo(vip)), run(file, true, lanes::hostnet::deploy_all) {
+  explicit Injected(const char* vip) : file(topo(vip)), run(file, true, {std::make_shared<lanes::hostnet::HostRole>()}) {
     std::filesystem::remove(file);
     job.emplace(Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value());
     start();

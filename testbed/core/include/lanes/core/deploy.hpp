@@ -43,8 +43,6 @@ struct DeployContext {
   std::vector<DaemonRequest> daemons;
 };
 
-using Deployer = std::function<Status(DeployContext&)>;
-
 // <run>/daemons.json: the requests, read by the supervisor.
 std::string daemon_requests_path(const RunRegistry& reg, const std::string& run_id);
 Status write_daemon_requests(const RunRegistry& reg, const std::string& run_id, const std::vector<DaemonRequest>& d);
