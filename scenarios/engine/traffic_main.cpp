@@ -1,6 +1,8 @@
 // lanes-traffic: the traffic engine's sender and receiver. Every TCP flow
 // carries a header {magic, flow id, length} and then the seeded pattern of
 // lanes::scenarios::Pattern, which the receiver verifies byte by byte.
+// Every mode runs on lanes' one event loop (core EventLoop: epoll, timers,
+// SIGTERM and SIGINT through a signalfd).
 //
 //   lanes-traffic recv --port P [--seed S] [--flows N]
 //       accepts flows until N have finished (or SIGTERM); prints one JSON
@@ -47,18 +49,19 @@
 #include <map>
 #include <memory>
 #include <sstream>
-#include <thread>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "lanes/core/event_loop.hpp"
 #include "lanes/scenarios/pattern.hpp"
 #include "lanes/scenarios/traffic_results.hpp"
 
 using lanes::scenarios::Pattern;
 using lanes::scenarios::Verifier;
 namespace traffic = lanes::scenarios::traffic;
+using lanes::testbed::EventLoop;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -180,14 +183,15 @@ int listen_tcp(int port) {
   return ls;
 }
 
-// An epoll set watching FD for input.
-int epoll_on(int fd) {
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = fd;
-  ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-  return ep;
+// SIGTERM and SIGINT end LOOP (through its signalfd); one that came before
+// the loop took them over ends it at once. false: MODE could not set it up.
+bool stop_on_signals(EventLoop& loop, const char* mode) {
+  if (!loop.ok() || !loop.stop_on_signals()) {
+    std::cerr << "lanes-traffic " << mode << ": cannot set up its event loop: " << std::strerror(errno) << "\n";
+    return false;
+  }
+  if (g_stop) loop.stop();
+  return true;
 }
 
 int recv_main(int argc, char** argv) {
@@ -196,7 +200,8 @@ int recv_main(int argc, char** argv) {
   int expect = std::stoi(arg(argc, argv, "--flows").value_or("0"));
   int ls = listen_tcp(port);
   if (ls < 0) return 1;
-  int ep = epoll_on(ls);
+  EventLoop loop;
+  if (!stop_on_signals(loop, "recv")) return 1;
   struct Conn {
     uint8_t hdr[sizeof(Header)];
     size_t hdr_got = 0;
@@ -208,64 +213,57 @@ int recv_main(int argc, char** argv) {
   traffic::RecvResult result;
   int finished = 0;
   std::vector<uint8_t> buf(1 << 18);
-  while (!g_stop && (expect == 0 || finished < expect)) {
-    epoll_event evs[64];
-    int n = ::epoll_wait(ep, evs, 64, 200);
-    for (int i = 0; i < n; ++i) {
-      int fd = evs[i].data.fd;
-      if (fd == ls) {
-        for (;;) {
-          int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (c < 0) break;
-          epoll_event e{};
-          e.events = EPOLLIN | EPOLLRDHUP;
-          e.data.fd = c;
-          ::epoll_ctl(ep, EPOLL_CTL_ADD, c, &e);
-          conns[c].start = Clock::now();
-        }
-        continue;
+  // one flow's bytes as they arrive; its end is recorded when the sender closes
+  auto on_data = [&](int fd) {
+    auto& c = conns[fd];
+    bool closed = false;
+    for (;;) {
+      ssize_t r = ::read(fd, buf.data(), buf.size());
+      if (r < 0 && errno == EAGAIN) break;
+      if (r <= 0) {
+        closed = true;
+        break;
       }
-      auto& c = conns[fd];
-      bool closed = false;
-      for (;;) {
-        ssize_t r = ::read(fd, buf.data(), buf.size());
-        if (r < 0 && errno == EAGAIN) break;
-        if (r <= 0) {
+      size_t off = 0;
+      while (c.hdr_got < sizeof(Header) && off < static_cast<size_t>(r)) c.hdr[c.hdr_got++] = buf[off++];
+      if (c.hdr_got == sizeof(Header) && !c.v) {
+        std::memcpy(&c.h, c.hdr, sizeof(Header));
+        if (c.h.magic != kMagic) {
           closed = true;
           break;
         }
-        size_t off = 0;
-        while (c.hdr_got < sizeof(Header) && off < static_cast<size_t>(r)) c.hdr[c.hdr_got++] = buf[off++];
-        if (c.hdr_got == sizeof(Header) && !c.v) {
-          std::memcpy(&c.h, c.hdr, sizeof(Header));
-          if (c.h.magic != kMagic) {
-            closed = true;
-            break;
-          }
-          c.v.emplace(seed, c.h.flow);
-        }
-        if (c.v && off < static_cast<size_t>(r))
-          c.v->feed(std::span<const uint8_t>(buf.data() + off, static_cast<size_t>(r) - off));
+        c.v.emplace(seed, c.h.flow);
       }
-      if (closed) {
-        // a striped flow's length is not known up front (kUntilEof): it is
-        // complete when its stream ended cleanly, and the runner checks its
-        // length against what the sender reports
-        bool ok = c.v && !c.v->first_bad() && (c.h.bytes == kUntilEof || c.v->verified() == c.h.bytes);
-        traffic::RecvFlow f;
-        f.flow = c.v ? c.h.flow : 0;
-        f.expected = c.v ? c.h.bytes : 0;
-        f.verified = c.v ? c.v->verified() : 0;
-        f.complete = ok;
-        f.seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
-        if (c.v && c.v->first_bad()) f.first_bad_offset = *c.v->first_bad();
-        result.flows.push_back(f);
-        ::close(fd);  // the sender sees EOF: everything arrived
-        conns.erase(fd);
-        ++finished;
-      }
+      if (c.v && off < static_cast<size_t>(r))
+        c.v->feed(std::span<const uint8_t>(buf.data() + off, static_cast<size_t>(r) - off));
     }
-  }
+    if (!closed) return;
+    // a striped flow's length is not known up front (kUntilEof): it is
+    // complete when its stream ended cleanly, and the runner checks its
+    // length against what the sender reports
+    bool ok = c.v && !c.v->first_bad() && (c.h.bytes == kUntilEof || c.v->verified() == c.h.bytes);
+    traffic::RecvFlow f;
+    f.flow = c.v ? c.h.flow : 0;
+    f.expected = c.v ? c.h.bytes : 0;
+    f.verified = c.v ? c.v->verified() : 0;
+    f.complete = ok;
+    f.seconds = std::chrono::duration<double>(Clock::now() - c.start).count();
+    if (c.v && c.v->first_bad()) f.first_bad_offset = *c.v->first_bad();
+    result.flows.push_back(f);
+    loop.unwatch(fd);
+    ::close(fd);  // the sender sees EOF: everything arrived
+    conns.erase(fd);
+    if (++finished == expect) loop.stop();
+  };
+  (void)loop.watch(ls, EPOLLIN, [&](uint32_t) {
+    for (;;) {
+      int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) break;
+      conns[c].start = Clock::now();
+      (void)loop.watch(c, EPOLLIN | EPOLLRDHUP, [&on_data, c](uint32_t) { on_data(c); });
+    }
+  });
+  loop.run();
   bool all = true;
   for (const auto& f : result.flows) {
     result.verified_bytes += f.verified;
@@ -307,7 +305,8 @@ int send_main(int argc, char** argv) {
     uint32_t retransmits = 0;
   };
   std::vector<Flow> flows(static_cast<size_t>(nflows));
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  EventLoop loop;
+  if (!stop_on_signals(loop, "send")) return 1;
   auto t0 = Clock::now();
   for (int i = 0; i < nflows; ++i) {
     Flow& f = flows[static_cast<size_t>(i)];
@@ -324,96 +323,92 @@ int send_main(int argc, char** argv) {
     if (::getsockname(f.fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
       f.local_port = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
                                                        : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
-    epoll_event e{};
-    e.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-    e.data.u32 = static_cast<uint32_t>(i);
-    ::epoll_ctl(ep, EPOLL_CTL_ADD, f.fd, &e);
   }
   std::vector<uint8_t> chunk(1 << 16);
   int open_flows = nflows;
   for (auto& f : flows)
     if (f.eof) --open_flows;
-  while (open_flows > 0 && !g_stop) {
-    epoll_event evs[64];
-    int n = ::epoll_wait(ep, evs, 64, 200);
-    auto now = Clock::now();
-    size_t slot = static_cast<size_t>(std::chrono::duration_cast<std::chrono::milliseconds>(now - t0).count() / interval_ms);
-    for (int i = 0; i < n; ++i) {
-      Flow& f = flows[evs[i].data.u32];
-      if (f.eof) continue;
-      if (evs[i].events & EPOLLERR) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        ::getsockopt(f.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-        f.error = std::strerror(soerr ? soerr : EIO);
-        f.eof = true;
-        --open_flows;
-        continue;
-      }
-      if (!f.done && (evs[i].events & EPOLLOUT)) {
-        while (!f.done) {
-          if (f.hdr_sent < sizeof(Header)) {
-            Header h{kMagic, f.id, total_budget ? kUntilEof : bytes};
-            ssize_t w = ::send(f.fd, reinterpret_cast<uint8_t*>(&h) + f.hdr_sent, sizeof h - f.hdr_sent, MSG_NOSIGNAL);
-            if (w < 0) break;
-            f.hdr_sent += static_cast<size_t>(w);
-            continue;
-          }
-          if (f.sent == f.allowed && total_budget && budget > 0) {
-            uint64_t take = std::min(chunk_size, budget);
-            budget -= take;
-            f.allowed += take;
-          }
-          size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), f.allowed - f.sent));
-          if (len > 0 && !f.source) f.source = std::make_unique<lanes::scenarios::Source>(seed, f.id);
-          if (len == 0) {  // nothing left for this flow
-            f.done = true;
-            ::shutdown(f.fd, SHUT_WR);
-            epoll_event e{};
-            e.events = EPOLLIN | EPOLLRDHUP;
-            e.data.u32 = evs[i].data.u32;
-            ::epoll_ctl(ep, EPOLL_CTL_MOD, f.fd, &e);
-            break;
-          }
-          auto piece = f.source->at(f.sent, len);
-          ssize_t w = ::send(f.fd, piece.data(), piece.size(), MSG_NOSIGNAL);
-          if (w < 0) {
-            if (errno != EAGAIN) {
-              f.error = std::string("send: ") + std::strerror(errno);
-              f.done = f.eof = true;
-              --open_flows;
-            }
-            break;
-          }
-          f.sent += static_cast<uint64_t>(w);
-          if (f.per_interval.size() <= slot) f.per_interval.resize(slot + 1, 0);
-          f.per_interval[slot] += static_cast<uint64_t>(w);
-          if (f.sent == f.allowed && (!total_budget || budget == 0)) {
-            f.done = true;
-            ::shutdown(f.fd, SHUT_WR);
-            epoll_event e{};
-            e.events = EPOLLIN | EPOLLRDHUP;
-            e.data.u32 = evs[i].data.u32;
-            ::epoll_ctl(ep, EPOLL_CTL_MOD, f.fd, &e);
-          }
+  // a flow that ended is no longer watched (its socket stays open until the results)
+  auto flow_ended = [&](Flow& f) {
+    loop.unwatch(f.fd);
+    if (--open_flows <= 0) loop.stop();
+  };
+  // flow I ready for EVENTS: it sends while it may, and notices its receiver's close
+  auto on_flow = [&](size_t i, uint32_t events) {
+    Flow& f = flows[i];
+    if (f.eof) return;
+    size_t slot = static_cast<size_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() / interval_ms);
+    if (events & EPOLLERR) {
+      int soerr = 0;
+      socklen_t sl = sizeof soerr;
+      ::getsockopt(f.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+      f.error = std::strerror(soerr ? soerr : EIO);
+      f.eof = true;
+      flow_ended(f);
+      return;
+    }
+    if (!f.done && (events & EPOLLOUT)) {
+      while (!f.done) {
+        if (f.hdr_sent < sizeof(Header)) {
+          Header h{kMagic, f.id, total_budget ? kUntilEof : bytes};
+          ssize_t w = ::send(f.fd, reinterpret_cast<uint8_t*>(&h) + f.hdr_sent, sizeof h - f.hdr_sent, MSG_NOSIGNAL);
+          if (w < 0) break;
+          f.hdr_sent += static_cast<size_t>(w);
+          continue;
         }
-      }
-      if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) {
-        uint8_t b[256];
-        ssize_t r = ::read(f.fd, b, sizeof b);
-        if (r == 0 || (r < 0 && errno != EAGAIN)) {
-          if (r < 0) f.error = std::string("read: ") + std::strerror(errno);
-          else if (!f.done) f.error = "the receiver closed early";
-          tcp_info ti{};
-          socklen_t tl = sizeof ti;
-          if (::getsockopt(f.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) f.retransmits = ti.tcpi_total_retrans;
-          f.end = Clock::now();
-          f.eof = true;
-          --open_flows;
+        if (f.sent == f.allowed && total_budget && budget > 0) {
+          uint64_t take = std::min(chunk_size, budget);
+          budget -= take;
+          f.allowed += take;
+        }
+        size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), f.allowed - f.sent));
+        if (len > 0 && !f.source) f.source = std::make_unique<lanes::scenarios::Source>(seed, f.id);
+        if (len == 0) {  // nothing left for this flow
+          f.done = true;
+          ::shutdown(f.fd, SHUT_WR);
+          (void)loop.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
+          break;
+        }
+        auto piece = f.source->at(f.sent, len);
+        ssize_t w = ::send(f.fd, piece.data(), piece.size(), MSG_NOSIGNAL);
+        if (w < 0) {
+          if (errno != EAGAIN) {
+            f.error = std::string("send: ") + std::strerror(errno);
+            f.done = f.eof = true;
+            flow_ended(f);
+          }
+          break;
+        }
+        f.sent += static_cast<uint64_t>(w);
+        if (f.per_interval.size() <= slot) f.per_interval.resize(slot + 1, 0);
+        f.per_interval[slot] += static_cast<uint64_t>(w);
+        if (f.sent == f.allowed && (!total_budget || budget == 0)) {
+          f.done = true;
+          ::shutdown(f.fd, SHUT_WR);
+          (void)loop.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
         }
       }
     }
-  }
+    if (!f.eof && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
+      uint8_t b[256];
+      ssize_t r = ::read(f.fd, b, sizeof b);
+      if (r == 0 || (r < 0 && errno != EAGAIN)) {
+        if (r < 0) f.error = std::string("read: ") + std::strerror(errno);
+        else if (!f.done) f.error = "the receiver closed early";
+        tcp_info ti{};
+        socklen_t tl = sizeof ti;
+        if (::getsockopt(f.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) f.retransmits = ti.tcpi_total_retrans;
+        f.end = Clock::now();
+        f.eof = true;
+        flow_ended(f);
+      }
+    }
+  };
+  for (size_t i = 0; i < flows.size(); ++i)
+    if (!flows[i].eof)
+      (void)loop.watch(flows[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, [&on_flow, i](uint32_t e) { on_flow(i, e); });
+  if (open_flows > 0) loop.run();
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   traffic::SendResult result;
   uint64_t total = 0;
@@ -455,7 +450,8 @@ int serve_main(int argc, char** argv) {
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   int ls = listen_tcp(port);
   if (ls < 0) return 1;
-  int ep = epoll_on(ls);
+  EventLoop loop;
+  if (!stop_on_signals(loop, "serve")) return 1;
   struct Conn {
     uint8_t hdr[sizeof(Header)];
     size_t hdr_got = 0;
@@ -467,69 +463,64 @@ int serve_main(int argc, char** argv) {
   std::vector<uint8_t> chunk(1 << 16);
   uint64_t served = 0, requests = 0, accepted = 0;
   auto close_conn = [&](int fd) {
+    loop.unwatch(fd);
     ::close(fd);
     conns.erase(fd);
   };
-  while (!g_stop) {
-    epoll_event evs[128];
-    int n = ::epoll_wait(ep, evs, 128, 200);
-    for (int i = 0; i < n; ++i) {
-      int fd = evs[i].data.fd;
-      if (fd == ls) {
-        for (;;) {
-          int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-          if (c < 0) break;
-          ++accepted;
-          epoll_event e{};
-          e.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-          e.data.fd = c;
-          ::epoll_ctl(ep, EPOLL_CTL_ADD, c, &e);
-          conns[c];
-        }
-        continue;
-      }
-      auto it = conns.find(fd);
-      if (it == conns.end()) continue;
-      Conn& c = it->second;
-      bool closed = false;
-      for (bool progress = true; progress && !closed;) {
-        progress = false;
-        if (!c.sending) {
-          ssize_t r = ::read(fd, c.hdr + c.hdr_got, sizeof(Header) - c.hdr_got);
-          if (r == 0 || (r < 0 && errno != EAGAIN)) closed = true;
-          if (r > 0) {
-            c.hdr_got += static_cast<size_t>(r);
-            progress = true;
-            if (c.hdr_got == sizeof(Header)) {
-              std::memcpy(&c.h, c.hdr, sizeof(Header));
-              if (c.h.magic != kReqMagic) closed = true;
-              c.sending = true;
-              c.sent = 0;
-              c.hdr_got = 0;
-              ++requests;
-            }
-          }
-        } else {
-          Pattern p(seed, c.h.flow);
-          size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), c.h.bytes - c.sent));
-          if (len == 0) {
-            c.sending = false;
-            progress = true;
-            continue;
-          }
-          p.fill(c.sent, std::span<uint8_t>(chunk.data(), len));
-          ssize_t w = ::send(fd, chunk.data(), len, MSG_NOSIGNAL);
-          if (w < 0 && errno != EAGAIN) closed = true;
-          if (w > 0) {
-            c.sent += static_cast<uint64_t>(w);
-            served += static_cast<uint64_t>(w);
-            progress = true;
+  // a connection ready (edge-triggered): it reads a request's header, then
+  // sends the answer, as far as the socket takes
+  auto on_conn = [&](int fd) {
+    auto it = conns.find(fd);
+    if (it == conns.end()) return;
+    Conn& c = it->second;
+    bool closed = false;
+    for (bool progress = true; progress && !closed;) {
+      progress = false;
+      if (!c.sending) {
+        ssize_t r = ::read(fd, c.hdr + c.hdr_got, sizeof(Header) - c.hdr_got);
+        if (r == 0 || (r < 0 && errno != EAGAIN)) closed = true;
+        if (r > 0) {
+          c.hdr_got += static_cast<size_t>(r);
+          progress = true;
+          if (c.hdr_got == sizeof(Header)) {
+            std::memcpy(&c.h, c.hdr, sizeof(Header));
+            if (c.h.magic != kReqMagic) closed = true;
+            c.sending = true;
+            c.sent = 0;
+            c.hdr_got = 0;
+            ++requests;
           }
         }
+      } else {
+        Pattern p(seed, c.h.flow);
+        size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), c.h.bytes - c.sent));
+        if (len == 0) {
+          c.sending = false;
+          progress = true;
+          continue;
+        }
+        p.fill(c.sent, std::span<uint8_t>(chunk.data(), len));
+        ssize_t w = ::send(fd, chunk.data(), len, MSG_NOSIGNAL);
+        if (w < 0 && errno != EAGAIN) closed = true;
+        if (w > 0) {
+          c.sent += static_cast<uint64_t>(w);
+          served += static_cast<uint64_t>(w);
+          progress = true;
+        }
       }
-      if (closed) close_conn(fd);
     }
-  }
+    if (closed) close_conn(fd);
+  };
+  (void)loop.watch(ls, EPOLLIN, [&](uint32_t) {
+    for (;;) {
+      int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) break;
+      ++accepted;
+      conns[c];
+      (void)loop.watch(c, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, [&on_conn, c](uint32_t) { on_conn(c); });
+    }
+  });
+  loop.run();  // until SIGTERM
   traffic::ServeResult result;
   result.connections = accepted;
   result.requests = requests;
@@ -579,7 +570,8 @@ int fetch_main(int argc, char** argv) {
   };
   std::vector<Conn> conns(static_cast<size_t>(nconns));
   std::vector<double> latencies_ms, connect_ms;
-  int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  EventLoop loop;
+  if (!stop_on_signals(loop, "fetch")) return 1;
   auto t0 = Clock::now();
   int open = 0;
   for (int i = 0; i < nconns; ++i) {
@@ -589,92 +581,87 @@ int fetch_main(int argc, char** argv) {
       c.finished = true;
       continue;
     }
-    epoll_event e{};
-    e.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-    e.data.u32 = static_cast<uint32_t>(i);
-    ::epoll_ctl(ep, EPOLL_CTL_ADD, c.fd, &e);
     ++open;
   }
   std::vector<uint8_t> buf(1 << 16);
   uint64_t verified = 0;
   bool all_ok = true;
-  while (open > 0 && !g_stop) {
-    if (std::chrono::duration<double>(Clock::now() - t0).count() > timeout_s) break;
-    epoll_event evs[128];
-    int n = ::epoll_wait(ep, evs, 128, 200);
-    for (int k = 0; k < n; ++k) {
-      auto idx = evs[k].data.u32;
-      Conn& c = conns[idx];
-      if (c.finished) continue;
-      auto fail = [&](const std::string& why) {
-        c.error = why;
-        c.finished = true;
-        --open;
-        ::epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
-      };
-      if (evs[k].events & EPOLLERR) {
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-        fail(std::string(c.connected ? "" : "connect: ") + std::strerror(soerr ? soerr : EIO));
-        continue;
+  auto ended = [&](Conn& c) {
+    c.finished = true;
+    loop.unwatch(c.fd);
+    if (--open == 0) loop.stop();
+  };
+  // connection IDX ready for EVENTS: its request goes out once it is
+  // connected, and its answer is verified as it arrives; then the next
+  auto on_conn = [&](uint32_t idx, uint32_t events) {
+    Conn& c = conns[idx];
+    if (c.finished) return;
+    auto fail = [&](const std::string& why) {
+      c.error = why;
+      ended(c);
+    };
+    if (events & EPOLLERR) {
+      int soerr = 0;
+      socklen_t sl = sizeof soerr;
+      ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+      fail(std::string(c.connected ? "" : "connect: ") + std::strerror(soerr ? soerr : EIO));
+      return;
+    }
+    if (!c.req_sent && (events & EPOLLOUT)) {
+      if (!c.connected)  // SYN to established: the handshake, with any SYN the network lost
+        connect_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      c.connected = true;
+      c.id = static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
+      Header h{kReqMagic, c.id, bytes};
+      ssize_t w = ::send(c.fd, &h, sizeof h, MSG_NOSIGNAL);  // 16 bytes into an empty buffer
+      if (w != static_cast<ssize_t>(sizeof h)) {
+        fail(std::string("send: ") + std::strerror(errno));
+        return;
       }
-      if (!c.req_sent && (evs[k].events & EPOLLOUT)) {
-        if (!c.connected)  // SYN to established: the handshake, with any SYN the network lost
-          connect_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        c.connected = true;
-        c.id = static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
-        Header h{kReqMagic, c.id, bytes};
-        ssize_t w = ::send(c.fd, &h, sizeof h, MSG_NOSIGNAL);  // 16 bytes into an empty buffer
-        if (w != static_cast<ssize_t>(sizeof h)) {
-          fail(std::string("send: ") + std::strerror(errno));
-          continue;
+      c.req_sent = true;
+      c.req_start = Clock::now();
+      c.v.emplace(seed, c.id);
+      (void)loop.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
+    }
+    if (c.req_sent && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
+      for (;;) {
+        uint64_t want = bytes - c.v->verified();
+        ssize_t r = ::read(c.fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), want)));
+        if (r < 0 && errno == EAGAIN) break;
+        if (r <= 0) {
+          fail(r == 0 ? "the server closed the connection" : std::string("read: ") + std::strerror(errno));
+          break;
         }
-        c.req_sent = true;
-        c.req_start = Clock::now();
-        c.v.emplace(seed, c.id);
-        epoll_event e{};
-        e.events = EPOLLIN | EPOLLRDHUP;
-        e.data.u32 = idx;
-        ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &e);
-      }
-      if (c.req_sent && (evs[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
-        for (;;) {
-          uint64_t want = bytes - c.v->verified();
-          ssize_t r = ::read(c.fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), want)));
-          if (r < 0 && errno == EAGAIN) break;
-          if (r <= 0) {
-            fail(r == 0 ? "the server closed the connection" : std::string("read: ") + std::strerror(errno));
-            break;
+        if (!c.v->feed(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)))) {
+          all_ok = false;
+          fail("wrong byte at offset " + std::to_string(*c.v->first_bad()));
+          break;
+        }
+        if (c.v->verified() == bytes) {
+          verified += bytes;
+          latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.req_start).count());
+          ++c.done_requests;
+          c.req_sent = false;
+          if (c.done_requests == nreq) {
+            ended(c);
+            ::close(c.fd);
+            c.fd = -1;
+          } else {
+            (void)loop.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
           }
-          if (!c.v->feed(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)))) {
-            all_ok = false;
-            fail("wrong byte at offset " + std::to_string(*c.v->first_bad()));
-            break;
-          }
-          if (c.v->verified() == bytes) {
-            verified += bytes;
-            latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.req_start).count());
-            ++c.done_requests;
-            c.req_sent = false;
-            if (c.done_requests == nreq) {
-              c.finished = true;
-              --open;
-              ::epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
-              ::close(c.fd);
-              c.fd = -1;
-            } else {
-              epoll_event e{};
-              e.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
-              e.data.u32 = idx;
-              ::epoll_ctl(ep, EPOLL_CTL_MOD, c.fd, &e);
-            }
-            break;
-          }
+          break;
         }
       }
     }
-  }
+  };
+  for (size_t i = 0; i < conns.size(); ++i)
+    if (!conns[i].finished)
+      (void)loop.watch(conns[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP,
+                       [&on_conn, i](uint32_t e) { on_conn(static_cast<uint32_t>(i), e); });
+  // --timeout: what has not finished by then counts as failed
+  loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s)),
+          [&loop] { loop.stop(); });
+  if (open > 0) loop.run();
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   traffic::FetchResult result;
   int failures = 0, connect_failures = 0, done = 0;
@@ -724,8 +711,8 @@ int probe_recv_main(int argc, char** argv) {
     std::cerr << "lanes-traffic probe-recv: port " << port << ": " << std::strerror(errno) << "\n";
     return 1;
   }
-  timeval tv{0, 200000};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EventLoop loop;
+  if (!stop_on_signals(loop, "probe-recv")) return 1;
   struct Path {
     uint64_t received = 0, max_seq = 0;
     Clock::time_point first, last;
@@ -734,20 +721,7 @@ int probe_recv_main(int argc, char** argv) {
   };
   std::map<uint32_t, Path> paths;
   auto t0 = Clock::now();
-  // After SIGTERM the probes still in flight (the sender has stopped) are
-  // counted: until none arrived for 50 ms, for at most a second.
-  std::optional<Clock::time_point> drain_until;
-  for (;;) {
-    if (g_stop && !drain_until) {
-      drain_until = Clock::now() + std::chrono::seconds(1);
-      timeval quiet{0, 50000};
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof quiet);
-    }
-    if (drain_until && Clock::now() >= *drain_until) break;
-    Probe p{};
-    ssize_t r = ::recv(fd, &p, sizeof p, 0);
-    if (r < 0 && drain_until && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // quiet: all landed
-    if (r != static_cast<ssize_t>(sizeof p) || p.magic != kProbeMagic) continue;
+  auto count = [&](const Probe& p) {
     auto now = Clock::now();
     Path& x = paths[p.path];
     if (x.received == 0) {
@@ -762,6 +736,25 @@ int probe_recv_main(int argc, char** argv) {
     x.last = now;
     ++x.received;
     x.max_seq = std::max(x.max_seq, p.seq);
+  };
+  // one probe from the socket (FLAGS: MSG_DONTWAIT while the loop runs); false: none came
+  auto receive = [&](int flags) {
+    Probe p{};
+    ssize_t r = ::recv(fd, &p, sizeof p, flags);
+    if (r < 0) return false;
+    if (r == static_cast<ssize_t>(sizeof p) && p.magic == kProbeMagic) count(p);
+    return true;
+  };
+  (void)loop.watch(fd, EPOLLIN, [&](uint32_t) {
+    while (receive(MSG_DONTWAIT)) {
+    }
+  });
+  loop.run();  // until SIGTERM
+  // then the probes still in flight (the sender has stopped): until none
+  // arrived for 50 ms, for at most a second
+  timeval quiet{0, 50000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &quiet, sizeof quiet);
+  for (auto until = Clock::now() + std::chrono::seconds(1); Clock::now() < until && receive(0);) {
   }
   traffic::ProbeRecvResult result;
   for (const auto& [id, x] : paths) {
@@ -800,19 +793,23 @@ int probe_send_main(int argc, char** argv) {
     }
     fds.push_back(fd);
   }
+  EventLoop loop;
+  if (!stop_on_signals(loop, "probe-send")) return 1;
   auto period = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / rate));
   auto t0 = Clock::now();
   uint64_t seq = 0, send_errors = 0;
-  while (!g_stop) {
-    auto due = t0 + period * static_cast<int64_t>(seq);
-    std::this_thread::sleep_until(due);
-    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() >= seconds) break;
+  // probe SEQ on every path at t0 + SEQ periods (late ticks catch up: the rate holds)
+  std::function<void()> tick = [&] {
+    if (seconds > 0 && std::chrono::duration<double>(Clock::now() - t0).count() >= seconds) return loop.stop();
     for (int i = 0; i < npaths; ++i) {
       Probe p{kProbeMagic, static_cast<uint32_t>(i), seq};
       if (::send(fds[static_cast<size_t>(i)], &p, sizeof p, 0) < 0) ++send_errors;
     }
     ++seq;
-  }
+    loop.at(t0 + period * static_cast<int64_t>(seq), tick);
+  };
+  loop.at(t0, tick);
+  loop.run();  // until SIGTERM or --seconds
   for (int fd : fds) ::close(fd);
   traffic::ProbeSendResult result;
   result.paths = npaths;
