@@ -1,11 +1,13 @@
-// unit tier: what a topology becomes in the kernel, read from its plan
-// without root — the fabric's links, addresses, neighbours, qdiscs and
-// servers' routes for laptop.xml, and the typed routes they are made of.
+// unit tier: what a topology becomes, without root — the address plan as a
+// step of its own, the fabric's kernel plan for laptop.xml (links,
+// addresses, neighbours, qdiscs, servers' routes), and the typed routes
+// plans are made of.
 
 #include <catch2/catch.hpp>
 #include <map>
 #include <set>
 
+#include "lanes/core/address_plan.hpp"
 #include "lanes/core/neighbors.hpp"
 #include "lanes/core/testbed.hpp"
 #include "lanes/core/topology_loader.hpp"
@@ -112,4 +114,26 @@ TEST_CASE("an error in context keeps its code and says where it happened once", 
   auto e = in_context("lanes-t1-h1: route default", os_error(EEXIST, "adding route default in lanes-t1-h1"));
   CHECK(e.code().value() == EEXIST);
   CHECK(std::string(e.what()) == "lanes-t1-h1: route default: adding route default in lanes-t1-h1: File exists");
+}
+
+TEST_CASE("address plan: a pure step over the loaded model, giving the same plan again", "[unit]") {
+  auto t = load_topology(lanes::test::topology("two-racks.xml"));
+  Topology again = t;
+  for (auto& l : again.links) l.a.addr4 = l.b.addr4 = {};
+  for (auto& n : again.nodes)
+    if (n.job) n.job->task_ip4 = Ip4();
+  CHECK(plan_addresses(again, {}, "two-racks.xml").empty());
+  for (size_t k = 0; k < t.links.size(); ++k) {
+    CHECK(again.links[k].a.addr4 == t.links[k].a.addr4);
+    CHECK(again.links[k].b.ifname == t.links[k].b.ifname);
+  }
+  for (size_t i = 0; i < t.nodes.size(); ++i)
+    if (t.nodes[i].job) CHECK(again.nodes[i].job->task_ip4 == t.nodes[i].job->task_ip4);
+  // pools too small for the fabric: said, with the file
+  Topology tight = t;
+  tight.pools.infra4 = *parse_net4("198.18.128.0/30");
+  auto problems = plan_addresses(tight, {}, "tight.xml");
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].rfind("tight.xml:1: ", 0) == 0);
+  CHECK(problems[0].find("infra4 198.18.128.0/30 is too small") != std::string::npos);
 }
