@@ -1,0 +1,53 @@
+#pragma once
+// The FIB agent as a daemon (lanes-fib-agent's main runs one): the kernel
+// side (FibAgent over a KernelFib), gobgpd's side (a gRPC client whose
+// WatchEvent stream feeds a RibFollower, and the rack aggregates to
+// originate until gobgpd takes them), the switch's carrier events, and its
+// state file, all on one EventLoop.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lanes/core/daemon_main.hpp"
+#include "lanes/core/event_loop.hpp"
+#include "lanes/switch/fib_agent.hpp"
+#include "lanes/switch/gobgp_client.hpp"
+#include "lanes/switch/rib_follower.hpp"
+
+namespace lanes::testbed {
+
+class FibAgentDaemon {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // CFG for the switch whose namespace this runs in, gobgpd's API on
+  // API_PORT there, the kernel through FIB, the state at STATE_PATH (also
+  // read at start: the sessions an earlier agent had up).
+  FibAgentDaemon(AgentConfig cfg, uint16_t api_port, KernelFib& fib, std::string state_path);
+  // Until SIGTERM or SIGINT: 0; 1 after logging what kept it from starting.
+  int run();
+
+ private:
+  void save();
+  void on_stream();
+  void try_connect(Clock::time_point now);
+  void originate(Clock::time_point now);
+  // after every wake: what is due, then when the loop must wake next
+  std::optional<Clock::time_point> turn();
+
+  AgentConfig cfg_;
+  uint16_t port_;
+  FibAgent agent_;
+  std::string state_path_;
+  StateFile state_file_;
+  EventLoop loop_;
+  std::optional<RibFollower> follower_;
+  std::optional<GobgpClient> client_;
+  std::unique_ptr<GobgpWatch> watch_;
+  std::vector<std::string> to_originate_;  // aggregates gobgpd has not taken yet
+  Clock::time_point next_try_ = Clock::now(), next_originate_ = Clock::now();
+};
+
+}  // namespace lanes::testbed

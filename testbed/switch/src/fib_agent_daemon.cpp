@@ -1,0 +1,133 @@
+#include "lanes/switch/fib_agent_daemon.hpp"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+
+#include <fstream>
+#include <set>
+
+#include "lanes/core/log.hpp"
+#include "lanes/core/netlink.hpp"
+
+namespace lanes::testbed {
+
+namespace lg = lanes::log;
+
+FibAgentDaemon::FibAgentDaemon(AgentConfig cfg, uint16_t api_port, KernelFib& fib, std::string state_path)
+    : cfg_(std::move(cfg)), port_(api_port), agent_(cfg_, fib), state_path_(state_path), state_file_(std::move(state_path)) {}
+
+int FibAgentDaemon::run() {
+  if (auto st = agent_.start(); !st) {
+    lg::error("starting: {}", st.error().what());
+    return 1;
+  }
+  Fd self_ns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  auto mon = LinkMonitor::open_in(self_ns.get(), cfg_.node);
+  if (!mon) {
+    lg::error("{}", mon.error().what());
+    return 1;
+  }
+  // sessions that were up before: the RIB counts as re-learned once they are back
+  std::set<std::string> expected;
+  try {
+    std::ifstream in(state_path_);
+    if (in)
+      for (const auto& n : nlohmann::json::parse(in).value("established", std::vector<std::string>{}))
+        expected.insert(n);
+  } catch (const std::exception&) {
+  }
+  RibFollower::Timing timing;
+  timing.stale_timeout = cfg_.stale_timeout;
+  follower_.emplace(agent_, timing, std::move(expected), !agent_.state()["routes"].empty(), Clock::now());
+  if (auto st = loop_.stop_on_signals(); !st) {  // before gRPC starts its threads
+    lg::error("{}", st.error().what());
+    return 1;
+  }
+  (void)loop_.watch(mon.value().fd(), EPOLLIN, [this, &mon](uint32_t) {
+    if (auto events = mon.value().read_events())
+      for (const auto& e : events.value())
+        if (!e.deleted) agent_.link_changed(e.name, e.carrier && e.admin_up);
+  });
+  loop_.run([this] { return turn(); });
+  save();
+  lg::info("stopping; kernel routes stay in place");
+  return 0;
+}
+
+void FibAgentDaemon::save() {
+  auto j = agent_.state();
+  j["connected"] = follower_->connected();
+  j["ready"] = follower_->connected();  // for the supervisor: the hosts' daemons start once gobgpd answers here
+  auto back = follower_->settled(Clock::now());
+  j["established"] = std::vector<std::string>(back.begin(), back.end());
+  j["gobgpd_losses"] = follower_->losses();
+  j["rib_events"] = follower_->events();
+  state_file_.publish(j);
+}
+
+void FibAgentDaemon::on_stream() {
+  bool closed = false;
+  for (auto& e : watch_->take()) {
+    switch (e.kind) {
+      case GobgpWatch::Event::Kind::table:
+        follower_->table(e.paths, e.snapshot, Clock::now());
+        break;
+      case GobgpWatch::Event::Kind::peer:
+        follower_->peer(e.neighbor, e.state, Clock::now());
+        break;
+      case GobgpWatch::Event::Kind::closed:
+        closed = true;
+        break;
+    }
+  }
+  if (!closed) return;
+  loop_.unwatch(watch_->fd());
+  watch_.reset();
+  client_.reset();
+  follower_->lost(Clock::now());
+}
+
+// gobgpd answers: originate the aggregates (again: a new gobgpd has none),
+// then follow the RIB
+void FibAgentDaemon::try_connect(Clock::time_point now) {
+  next_try_ = now + std::chrono::milliseconds(200);
+  auto c = GobgpClient::connect(-1, port_, std::chrono::milliseconds(1000));
+  if (!c || !c.value().ping()) return;
+  auto w = c.value().watch();
+  if (!w) return;
+  client_.emplace(std::move(c).value());
+  watch_ = std::move(w).value();
+  (void)loop_.watch(watch_->fd(), EPOLLIN, [this](uint32_t) { on_stream(); });
+  to_originate_.assign(cfg_.originate.begin(), cfg_.originate.end());
+  next_originate_ = now;
+  follower_->connected(now);
+}
+
+// what gobgpd did not take yet: tried until it does, or the rack's
+// aggregate never reaches the spines
+void FibAgentDaemon::originate(Clock::time_point now) {
+  std::erase_if(to_originate_, [&](const std::string& p) {
+    auto st = client_->originate(p);
+    if (!st) lg::warn("originating {} failed ({}); trying again", p, st.error().what());
+    return st.ok();
+  });
+  next_originate_ = now + std::chrono::seconds(1);
+}
+
+// connect or originate if due, the follower's decisions, the state file;
+// then sleep until the next of them is due
+std::optional<FibAgentDaemon::Clock::time_point> FibAgentDaemon::turn() {
+  auto now = Clock::now();
+  if (!follower_->connected() && now >= next_try_) try_connect(now);
+  if (client_ && !to_originate_.empty() && now >= next_originate_) originate(now);
+  auto wake = follower_->tick(Clock::now());
+  save();
+  // the settle time of a session, read by the state file, ends within a second
+  auto next = Clock::now() + std::chrono::seconds(1);
+  if (wake) next = std::min(next, *wake);
+  if (!follower_->connected()) next = std::min(next, next_try_);
+  if (client_ && !to_originate_.empty()) next = std::min(next, next_originate_);
+  return next;
+}
+
+}  // namespace lanes::testbed
