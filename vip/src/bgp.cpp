@@ -239,17 +239,18 @@ Decoded decode_update(std::span<const uint8_t> body, const CodecContext& ctx) {
           u.has_origin = true;
         }
         break;
-      case 2: {  // AS_PATH (4-octet ASNs: both ends negotiate the capability)
+      case 2: {  // AS_PATH: 4-octet ASNs when both ends have the capability, else 2-octet
         if (optional || !transitive) {
           withdraw_all = true;
           why = "AS_PATH flags";
           break;
         }
         u.has_as_path = true;
+        size_t width = ctx.four_octet_as ? 4 : 2;
         while (x.left()) {
           uint8_t st = 0, n = 0;
           std::span<const uint8_t> seg;
-          if (!x.u8(st) || !x.u8(n) || st < 1 || st > 4 || n == 0 || !x.bytes(size_t{n} * 4, seg)) {
+          if (!x.u8(st) || !x.u8(n) || st < 1 || st > 4 || n == 0 || !x.bytes(size_t{n} * width, seg)) {
             withdraw_all = true;
             why = "malformed AS_PATH";
             break;
@@ -257,7 +258,9 @@ Decoded decode_update(std::span<const uint8_t> body, const CodecContext& ctx) {
           Reader s(seg);
           for (int i = 0; i < n; ++i) {
             uint32_t asn = 0;
-            s.u32(asn);
+            uint16_t as2 = 0;
+            if (width == 4) s.u32(asn);
+            else s.u16(as2), asn = as2;
             u.as_path.push_back(asn);
           }
         }
@@ -318,7 +321,10 @@ Decoded decode_update(std::span<const uint8_t> body, const CodecContext& ctx) {
       }
       default:
         if (!optional) {
+          // the attribute as it came: flags, type, length, value (RFC 4271 §6.3)
           std::vector<uint8_t> data = {flags, type};
+          if (flags & 0x10) data.push_back(static_cast<uint8_t>(len >> 8));
+          data.push_back(static_cast<uint8_t>(len));
           data.insert(data.end(), v.begin(), v.end());
           return error(err::kUpdate, err::kUnrecognizedWellKnown, "unrecognized well-known attribute " + std::to_string(type),
                        data);
@@ -416,6 +422,7 @@ Decoded decode(std::span<const uint8_t> msg, const CodecContext& ctx) {
       if (len != 23) return bad_len();
       RouteRefresh rr;
       rr.afi = static_cast<Afi>(body[0] << 8 | body[1]);
+      rr.safi = body[3];
       return Message{rr};
     }
     default:
@@ -472,18 +479,24 @@ std::vector<uint8_t> encode(const Update& m, const CodecContext& ctx) {
   w.bytes(wv);
   Writer at;
   bool announces = !m.nlri.empty() || !m.mp_reach.empty();
-  if (announces) {
-    put_attr(at, 0x40, 1, {m.origin});
+  // AS_SEQUENCE segments of at most 255 ASNs, each 4 octets or (to a
+  // 2-octet speaker) 2, with AS_TRANS for an ASN that does not fit
+  auto path_of = [&](bool four) {
     std::vector<uint8_t> path;
-    // AS_SEQUENCE segments of at most 255 ASNs
     for (size_t i = 0; i < m.as_path.size(); i += 255) {
       size_t n = std::min<size_t>(255, m.as_path.size() - i);
       path.push_back(2);
       path.push_back(static_cast<uint8_t>(n));
-      for (size_t j = i; j < i + n; ++j)
-        for (int s = 24; s >= 0; s -= 8) path.push_back(static_cast<uint8_t>(m.as_path[j] >> s));
+      for (size_t j = i; j < i + n; ++j) {
+        uint32_t asn = four || m.as_path[j] <= 0xffff ? m.as_path[j] : kAsTrans;
+        for (int s = four ? 24 : 8; s >= 0; s -= 8) path.push_back(static_cast<uint8_t>(asn >> s));
+      }
     }
-    put_attr(at, 0x40, 2, path);
+    return path;
+  };
+  if (announces) {
+    put_attr(at, 0x40, 1, {m.origin});
+    put_attr(at, 0x40, 2, path_of(ctx.four_octet_as));
     if (!m.nlri.empty() && m.next_hop) put_attr(at, 0x40, 3, {m.next_hop->begin(), m.next_hop->end()});
   }
   if (!m.mp_reach.empty()) {
@@ -503,6 +516,10 @@ std::vector<uint8_t> encode(const Update& m, const CodecContext& ctx) {
     put_prefixes(mp, m.mp_unreach, ctx.add_path_tx_v6);
     put_attr(at, 0x80, 15, mp.take());
   }
+  // AS4_PATH (optional transitive, type 17: after the others, in type
+  // order) only where the 2-octet AS_PATH lost something
+  bool wide = std::any_of(m.as_path.begin(), m.as_path.end(), [](uint32_t a) { return a > 0xffff; });
+  if (announces && !ctx.four_octet_as && wide) put_attr(at, 0xc0, 17, path_of(true));
   auto av = at.take();
   w.u16(static_cast<uint16_t>(av.size()));
   w.bytes(av);
@@ -517,6 +534,29 @@ std::vector<uint8_t> encode(const Notification& m) {
 }
 
 std::vector<uint8_t> encode_keepalive() { return frame(MsgType::keepalive, {}); }
+
+std::vector<uint8_t> encode(const RouteRefresh& m) {
+  Writer w;
+  w.u16(static_cast<uint16_t>(m.afi));
+  w.u8(0);
+  w.u8(m.safi);
+  return frame(MsgType::route_refresh, w.take());
+}
+
+std::vector<uint8_t> encode_end_of_rib(Afi afi) {
+  Writer w;
+  w.u16(0);  // no withdrawn routes
+  if (afi == Afi::ipv4) {
+    w.u16(0);  // no attributes, no NLRI
+  } else {
+    Writer at;
+    put_attr(at, 0x80, 15, {0, static_cast<uint8_t>(afi), kSafiUnicast});
+    auto av = at.take();
+    w.u16(static_cast<uint16_t>(av.size()));
+    w.bytes(av);
+  }
+  return frame(MsgType::update, w.take());
+}
 
 std::string describe(const Notification& n) {
   static const char* codes[] = {"?", "message header error", "OPEN message error", "UPDATE message error",

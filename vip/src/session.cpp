@@ -21,6 +21,7 @@ void Session::reset() {
   buf_.clear();
   ctx_ = {};
   hold_ = 0;
+  ipv4_ = ipv6_ = false;
 }
 
 std::vector<Action> Session::fail(uint8_t code, uint8_t subcode, const std::string& why, std::vector<uint8_t> data) {
@@ -76,12 +77,30 @@ std::vector<Action> Session::handle(const Message& m, Clock::time_point now) {
       }
       if (o->bgp_id == cfg_.bgp_id) return fail(err::kOpen, err::kBadBgpId, "peer has our BGP identifier");
       hold_ = std::min(cfg_.hold_time, o->hold_time);
+      // what both ends negotiated: the unicast families (an OPEN without
+      // any MP capability means IPv4 alone, RFC 4760 §8), 4-octet ASNs
+      ipv4_ = o->mp_ipv4;
+      ipv6_ = cfg_.ipv6 && o->mp_ipv6;
+      ctx_.four_octet_as = o->four_octet;
       // ADD-PATH: we send path ids where we offered send and the peer
       // receive; we never offer receive, so the peer sends none
       for (const auto& ap : o->add_path) {
         bool peer_rx = ap.send_receive & 1;
         if (ap.afi == Afi::ipv4) ctx_.add_path_tx_v4 = cfg_.add_path_send && peer_rx;
         if (ap.afi == Afi::ipv6) ctx_.add_path_tx_v6 = cfg_.add_path_send && peer_rx;
+      }
+      // Without path ids a path per NIC would replace the one before, and
+      // one NIC's withdrawal would withdraw the prefix: a peer that does
+      // not receive ADD-PATH is refused, naming the capability (RFC 5492)
+      if (cfg_.add_path_send && ((ipv4_ && !ctx_.add_path_tx_v4) || (ipv6_ && !ctx_.add_path_tx_v6))) {
+        std::vector<uint8_t> cap = {69, 0};
+        for (auto [on, afi] : {std::pair{ipv4_, Afi::ipv4}, std::pair{ipv6_, Afi::ipv6}})
+          if (on) cap.insert(cap.end(), {0, static_cast<uint8_t>(afi), kSafiUnicast, 2});
+        cap[1] = static_cast<uint8_t>(cap.size() - 2);
+        return fail(err::kOpen, err::kUnsupportedCapability,
+                    "the peer does not receive ADD-PATH path ids, which add-path mode needs (vip=\"per-nic\" "
+                    "works without them)",
+                    cap);
       }
       state_ = State::open_confirm;
       out.push_back({Action::Kind::send, encode_keepalive(), {}});
@@ -101,7 +120,12 @@ std::vector<Action> Session::handle(const Message& m, Clock::time_point now) {
       if (std::holds_alternative<Open>(m)) return fail(err::kFsm, 3, "OPEN in Established");
       if (std::holds_alternative<Update>(m)) ++updates_received_;
       if (hold_) hold_deadline_ = now + std::chrono::seconds(hold_);
-      return {};
+      // ROUTE-REFRESH (RFC 2918) of a family the session has: everything of
+      // it again; of another, ignored
+      if (auto* rr = std::get_if<RouteRefresh>(&m))
+        if (rr->safi == kSafiUnicast && ((rr->afi == Afi::ipv4 && ipv4_) || (rr->afi == Afi::ipv6 && ipv6_)))
+          out.push_back({Action::Kind::refresh, {}, {}, rr->afi});
+      return out;
   }
   return {};
 }
@@ -176,8 +200,17 @@ std::vector<Action> Session::transport_lost(const std::string& why) {
 
 std::vector<Action> Session::send(const Update& u) {
   if (state_ != State::established) return {};
+  Update x = u;
+  if (!ipv4_) x.withdrawn.clear(), x.nlri.clear();
+  if (!ipv6_) x.mp_reach.clear(), x.mp_unreach.clear();
+  if (x.end_of_rib()) return {};  // nothing of it is for this peer
   ++updates_sent_;
-  return {{Action::Kind::send, encode(u, ctx_), {}}};
+  return {{Action::Kind::send, encode(x, ctx_), {}}};
+}
+
+std::vector<Action> Session::end_of_rib(Afi afi) {
+  if (state_ != State::established || (afi == Afi::ipv4 ? !ipv4_ : !ipv6_)) return {};
+  return {{Action::Kind::send, encode_end_of_rib(afi), {}}};
 }
 
 }  // namespace lanes::vip

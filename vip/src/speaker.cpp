@@ -96,10 +96,10 @@ Speaker::~Speaker() {
   }
 }
 
-std::vector<Update> Speaker::route_update(const SpeakerConfig::Nic& n, bool withdraw) const {
+std::vector<Update> Speaker::route_update(const SpeakerConfig::Nic& n, bool withdraw, std::optional<Afi> only) const {
   std::vector<Update> out;
   uint32_t pid = cfg_.add_path ? static_cast<uint32_t>(n.index + 1) : 0;
-  if (!cfg_.task4.empty()) {
+  if (!cfg_.task4.empty() && only.value_or(Afi::ipv4) == Afi::ipv4) {
     Update u;
     auto p = Prefix::parse(cfg_.task4 + "/32", pid);
     if (withdraw) {
@@ -113,7 +113,7 @@ std::vector<Update> Speaker::route_update(const SpeakerConfig::Nic& n, bool with
     }
     out.push_back(u);
   }
-  if (!cfg_.task6.empty()) {
+  if (!cfg_.task6.empty() && only.value_or(Afi::ipv6) == Afi::ipv6) {
     Update u;
     auto p = Prefix::parse(cfg_.task6 + "/128", pid);
     if (withdraw) {
@@ -167,11 +167,26 @@ void Speaker::run(Peer& p, std::vector<Action> acts) {
         for (int i : p.nics)
           for (const auto& n : cfg_.nics)
             if (n.index == i && n.up) announce(p, n, false);
+        // the initial announcements are complete (RFC 4724: End-of-RIB)
+        for (Afi afi : {Afi::ipv4, Afi::ipv6}) run(p, p.session.end_of_rib(afi));
+        break;
+      case Action::Kind::refresh:
+        readvertise(p, a.afi);
         break;
       case Action::Kind::down:
         break;
     }
   }
+}
+
+// The peer asked for AFI's routes again (ROUTE-REFRESH): every next hop
+// announced on this session, then End-of-RIB.
+void Speaker::readvertise(Peer& p, Afi afi) {
+  for (const auto& n : cfg_.nics)
+    if (p.announced[n.index])
+      for (const auto& u : route_update(n, false, afi)) run(p, p.session.send(u));
+  run(p, p.session.end_of_rib(afi));
+  lg::info("{}: route refresh of {} from {}: re-advertised", cfg_.host, afi == Afi::ipv4 ? "IPv4" : "IPv6", p.remote);
 }
 
 // The transport is gone: the session decides (it may close), and the

@@ -241,3 +241,35 @@ TEST_CASE("the framer waits for a whole header and message", "[unit]") {
   auto opt = with_header(2, hex("0000" "0018" "40010100" "40020602" "01000000fe" "400304c6130102" "c0630100" "20c6130001"));
   CHECK(expect<Update>(decode(opt, {})).nlri.size() == 1);
 }
+
+TEST_CASE("End-of-RIB and ROUTE-REFRESH are encoded byte for byte", "[unit]") {
+  // RFC 4724 §2: IPv4 an UPDATE with nothing in it; IPv6 an empty MP_UNREACH_NLRI
+  CHECK(encode_end_of_rib(Afi::ipv4) == with_header(2, {0, 0, 0, 0}));
+  CHECK(encode_end_of_rib(Afi::ipv6) == with_header(2, {0, 0, 0, 6, 0x80, 15, 3, 0, 2, 1}));
+  // and they decode as End-of-RIB
+  auto eor = std::get<Update>(std::get<Message>(decode(encode_end_of_rib(Afi::ipv6), {})));
+  CHECK(eor.end_of_rib());
+  // RFC 2918 §3: AFI, reserved, SAFI
+  CHECK(encode(RouteRefresh{Afi::ipv6, kSafiUnicast}) == with_header(5, {0, 2, 0, 1}));
+  auto rr = std::get<RouteRefresh>(std::get<Message>(decode(with_header(5, {0, 1, 0, 1}), {})));
+  CHECK(rr.afi == Afi::ipv4);
+  CHECK(rr.safi == kSafiUnicast);
+}
+
+TEST_CASE("NOTIFICATION 3/2 returns the unrecognized well-known attribute whole: flags, type, length, value", "[unit]") {
+  // ORIGIN, AS_PATH, then well-known (not optional) attribute 99 of two bytes
+  std::vector<uint8_t> attrs = {0x40, 1, 1, 0, 0x40, 2, 0, 0x40, 99, 2, 0xaa, 0xbb};
+  std::vector<uint8_t> body = {0, 0, 0, static_cast<uint8_t>(attrs.size())};
+  body.insert(body.end(), attrs.begin(), attrs.end());
+  auto d = decode(with_header(2, body), {});
+  auto& e = std::get<DecodeError>(d);
+  CHECK(e.notification.code == err::kUpdate);
+  CHECK(e.notification.subcode == err::kUnrecognizedWellKnown);
+  CHECK(e.notification.data == std::vector<uint8_t>{0x40, 99, 2, 0xaa, 0xbb});
+  // with the extended-length flag the length is two octets
+  attrs = {0x40, 1, 1, 0, 0x40, 2, 0, 0x50, 99, 0, 2, 0xaa, 0xbb};
+  body = {0, 0, 0, static_cast<uint8_t>(attrs.size())};
+  body.insert(body.end(), attrs.begin(), attrs.end());
+  auto ext = std::get<DecodeError>(decode(with_header(2, body), {}));
+  CHECK(ext.notification.data == std::vector<uint8_t>{0x50, 99, 0, 2, 0xaa, 0xbb});
+}

@@ -9,6 +9,18 @@
 #include "lanes/vip/session.hpp"
 #include "support.hpp"
 
+namespace {
+// A BGP message: the marker, the length, TYPE and BODY (RFC 4271 §4.1).
+std::vector<uint8_t> message(uint8_t type, std::vector<uint8_t> body) {
+  std::vector<uint8_t> m(16, 0xff);
+  m.push_back(static_cast<uint8_t>((19 + body.size()) >> 8));
+  m.push_back(static_cast<uint8_t>(19 + body.size()));
+  m.push_back(type);
+  m.insert(m.end(), body.begin(), body.end());
+  return m;
+}
+}  // namespace
+
 using namespace lanes::vip;
 using namespace std::chrono_literals;
 
@@ -24,12 +36,14 @@ SessionConfig cfg(bool add_path = false) {
   return c;
 }
 
-std::vector<uint8_t> peer_open(uint32_t asn = 65101, uint16_t hold = 90, bool add_path_rx = false) {
+std::vector<uint8_t> peer_open(uint32_t asn = 65101, uint16_t hold = 90, bool add_path_rx = false, bool ipv6 = true,
+                               bool four_octet = true) {
   Open o;
   o.asn = asn;
   o.hold_time = hold;
   inet_pton(AF_INET, "198.18.0.1", &o.bgp_id);
-  o.mp_ipv6 = true;
+  o.mp_ipv6 = ipv6;
+  o.four_octet = four_octet;
   if (add_path_rx) o.add_path = {{Afi::ipv4, 1}, {Afi::ipv6, 1}};
   return encode(o);
 }
@@ -52,11 +66,14 @@ Notification notification_of(const std::vector<Action>& a) {
   return {};
 }
 
-Session established(bool add_path = false, bool peer_rx = false) {
-  Session s(cfg(add_path));
+Session established(bool add_path = false, bool peer_rx = false, bool ipv6 = true, bool four_octet = true,
+                    uint32_t local_as = 4200000001u) {
+  auto c = cfg(add_path);
+  c.local_as = local_as;
+  Session s(c);
   auto t = Clock::now();
   s.connected(t);
-  s.received(peer_open(65101, 90, peer_rx), t);
+  s.received(peer_open(65101, 90, peer_rx, ipv6, four_octet), t);
   auto a = s.received(encode_keepalive(), t);
   REQUIRE(has(a, Action::Kind::up));
   REQUIRE(s.state() == State::established);
@@ -182,8 +199,6 @@ TEST_CASE("session sends ADD-PATH path ids only when the peer receives them", "[
   rx.add_path_rx_v4 = true;
   auto d = std::get<Update>(std::get<Message>(decode(a[0].bytes, rx)));
   CHECK(d.nlri[0].path_id == 3);
-  auto without = established(true, false);
-  CHECK_FALSE(without.codec().add_path_tx_v4);
   // nothing is sent before Established
   Session idle(cfg());
   CHECK(idle.send(u).empty());
@@ -239,4 +254,100 @@ TEST_CASE("a connect to a peer that never answers gives up at its deadline, and 
   CHECK(w1 != w2);
   b1.reset();
   CHECK(b1.next().count() <= 125);
+}
+
+TEST_CASE("add-path mode refuses a peer that does not receive path ids, naming the capability", "[unit]") {
+  Session s(cfg(true));
+  auto t = Clock::now();
+  s.connected(t);
+  auto a = s.received(peer_open(65101, 90, false), t);
+  // NOTIFICATION 2/7 (Unsupported Capability) carrying ADD-PATH send for
+  // IPv4 and IPv6 unicast (RFC 5492, RFC 7911)
+  REQUIRE_FALSE(a.empty());
+  CHECK(a[0].kind == Action::Kind::send);
+  CHECK(a[0].bytes == message(3, {2, 7, 69, 8, 0, 1, 1, 2, 0, 2, 1, 2}));
+  CHECK(has(a, Action::Kind::close));
+  CHECK(s.state() == State::idle);
+  CHECK(s.last_error().find("per-nic") != std::string::npos);
+  // a peer without IPv6: only IPv4's is asked for
+  Session v4(cfg(true));
+  v4.connected(t);
+  a = v4.received(peer_open(65101, 90, false, false), t);
+  CHECK(a[0].bytes == message(3, {2, 7, 69, 4, 0, 1, 1, 2}));
+}
+
+TEST_CASE("IPv6 routes are not sent to a peer that did not negotiate IPv6 unicast", "[unit]") {
+  auto s = established(false, false, /*ipv6=*/false);
+  CHECK(s.ipv4());
+  CHECK_FALSE(s.ipv6());
+  Update v6;
+  v6.as_path = {4200000001u};
+  v6.mp_reach = {*Prefix::parse("2001:2:0:1::1/128")};
+  CHECK(s.send(v6).empty());
+  CHECK(s.updates_sent() == 0);
+  Update both = v6;
+  both.nlri = {*Prefix::parse("198.19.0.1/32")};
+  both.next_hop = std::array<uint8_t, 4>{198, 19, 1, 2};
+  auto a = s.send(both);
+  REQUIRE(a.size() == 1);
+  auto sent = std::get<Update>(std::get<Message>(decode(a[0].bytes, {})));
+  CHECK(sent.nlri.size() == 1);
+  CHECK(sent.mp_reach.empty());
+  // End-of-RIB for IPv4 only
+  CHECK(s.end_of_rib(Afi::ipv6).empty());
+  a = s.end_of_rib(Afi::ipv4);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].bytes == message(2, {0, 0, 0, 0}));
+}
+
+TEST_CASE("ROUTE-REFRESH of a negotiated family asks for everything again; of another it is ignored", "[unit]") {
+  auto s = established();
+  auto a = s.received(message(5, {0, 1, 0, 1}), Clock::now());  // IPv4 unicast
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].kind == Action::Kind::refresh);
+  CHECK(a[0].afi == Afi::ipv4);
+  a = s.received(message(5, {0, 2, 0, 1}), Clock::now());
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].afi == Afi::ipv6);
+  CHECK(s.received(message(5, {0, 1, 0, 128}), Clock::now()).empty());  // a SAFI the session does not carry
+  auto v4 = established(false, false, /*ipv6=*/false);
+  CHECK(v4.received(message(5, {0, 2, 0, 1}), Clock::now()).empty());
+  CHECK(v4.state() == State::established);
+}
+
+TEST_CASE("to a peer without 4-octet AS support, AS_PATH carries AS_TRANS and AS4_PATH the real path", "[unit]") {
+  Update u;
+  u.as_path = {4200000001u};
+  u.next_hop = std::array<uint8_t, 4>{198, 19, 1, 2};
+  u.nlri = {*Prefix::parse("198.19.0.1/32")};
+  auto old_peer = established(false, false, true, /*four_octet=*/false);
+  CHECK_FALSE(old_peer.codec().four_octet_as);
+  auto a = old_peer.send(u);
+  REQUIRE(a.size() == 1);
+  // ORIGIN IGP; AS_PATH AS_SEQUENCE [23456] in 2 octets; NEXT_HOP;
+  // AS4_PATH (optional transitive, 17) AS_SEQUENCE [4200000001]; the NLRI
+  CHECK(a[0].bytes == message(2, {0, 0, 0, 27,                                      //
+                                  0x40, 1, 1, 0,                                    //
+                                  0x40, 2, 4, 2, 1, 0x5b, 0xa0,                     //
+                                  0x40, 3, 4, 198, 19, 1, 2,                        //
+                                  0xc0, 17, 6, 2, 1, 0xfa, 0x56, 0xea, 0x01,        //
+                                  32, 198, 19, 0, 1}));
+  // read back as the old speaker reads it: AS_TRANS
+  CodecContext old_ctx;
+  old_ctx.four_octet_as = false;
+  CHECK(std::get<Update>(std::get<Message>(decode(a[0].bytes, old_ctx))).as_path == std::vector<uint32_t>{23456});
+  // a 2-octet AS of our own needs no AS4_PATH
+  auto small = established(false, false, true, false, 65001);
+  u.as_path = {65001};
+  a = small.send(u);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].bytes == message(2, {0, 0, 0, 18, 0x40, 1, 1, 0, 0x40, 2, 4, 2, 1, 0xfd, 0xe9, 0x40, 3, 4, 198, 19, 1,
+                                  2, 32, 198, 19, 0, 1}));
+  // a 4-octet peer gets 4-octet ASNs and no AS4_PATH
+  auto new_peer = established();
+  u.as_path = {4200000001u};
+  a = new_peer.send(u);
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].bytes == message(2, {0, 0, 0, 20, 0x40, 1, 1, 0, 0x40, 2, 6, 2, 1, 0xfa, 0x56, 0xea, 0x01, 0x40, 3, 4,
+                                  198, 19, 1, 2, 32, 198, 19, 0, 1}));
 }

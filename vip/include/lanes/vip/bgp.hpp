@@ -78,8 +78,9 @@ struct Notification {
 };
 
 struct Keepalive {};
-struct RouteRefresh {
+struct RouteRefresh {  // RFC 2918
   Afi afi = Afi::ipv4;
+  uint8_t safi = kSafiUnicast;
 };
 
 using Message = std::variant<Open, Update, Notification, Keepalive, RouteRefresh>;
@@ -88,6 +89,10 @@ using Message = std::variant<Open, Update, Notification, Keepalive, RouteRefresh
 struct CodecContext {
   bool add_path_rx_v4 = false, add_path_rx_v6 = false;  // peer sends path ids to us
   bool add_path_tx_v4 = false, add_path_tx_v6 = false;  // we send path ids
+  // both ends announced 4-octet AS support (capability 65); with a peer
+  // that did not, AS_PATH carries 2-octet ASNs (AS_TRANS for the larger
+  // ones) and AS4_PATH the real path (RFC 6793 §4.2.2)
+  bool four_octet_as = true;
 };
 
 // A decoding failure: the NOTIFICATION to send, or (treat_as_withdraw) the
@@ -111,6 +116,10 @@ std::vector<uint8_t> encode(const Open& m);
 std::vector<uint8_t> encode(const Update& m, const CodecContext& ctx);
 std::vector<uint8_t> encode(const Notification& m);
 std::vector<uint8_t> encode_keepalive();
+std::vector<uint8_t> encode(const RouteRefresh& m);
+// The End-of-RIB marker of AFI (RFC 4724 §2): an empty UPDATE for IPv4, an
+// UPDATE with an empty MP_UNREACH_NLRI for IPv6.
+std::vector<uint8_t> encode_end_of_rib(Afi afi);
 
 std::string describe(const Notification& n);
 

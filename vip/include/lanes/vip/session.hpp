@@ -29,9 +29,11 @@ struct SessionConfig {
 };
 
 struct Action {
-  enum class Kind { send, close, up, down } kind;
+  // refresh: the peer asked for every route of AFI again (ROUTE-REFRESH)
+  enum class Kind { send, close, up, down, refresh } kind;
   std::vector<uint8_t> bytes;  // send
   std::string reason;          // close, down
+  Afi afi = Afi::ipv4;         // refresh
 };
 
 class Session {
@@ -45,8 +47,14 @@ class Session {
   std::vector<Action> stop(uint8_t code = err::kCease, uint8_t subcode = err::kAdminShutdown);
   // The transport broke (connection reset, EOF).
   std::vector<Action> transport_lost(const std::string& why);
-  // An UPDATE to send (only when established).
+  // An UPDATE to send (only when established), without the families the
+  // peer did not negotiate (nothing at all if that leaves it empty).
   std::vector<Action> send(const Update& u);
+  // The End-of-RIB marker of AFI, if that family was negotiated.
+  std::vector<Action> end_of_rib(Afi afi);
+  // The unicast families both ends negotiated (from the peer's OPEN).
+  bool ipv4() const { return ipv4_; }
+  bool ipv6() const { return ipv6_; }
 
   State state() const { return state_; }
   uint16_t hold_time() const { return hold_; }
@@ -66,6 +74,7 @@ class Session {
   State state_ = State::idle;
   CodecContext ctx_;
   uint16_t hold_ = 0;
+  bool ipv4_ = false, ipv6_ = false;
   std::vector<uint8_t> buf_;
   Clock::time_point hold_deadline_{}, keepalive_due_{};
   std::string last_error_;

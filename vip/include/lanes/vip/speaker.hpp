@@ -72,10 +72,12 @@ class Speaker {
 
  private:
   struct Peer;
-  std::vector<Update> route_update(const SpeakerConfig::Nic& n, bool withdraw) const;
+  // NIC N's next hop for the task IPs (of family ONLY, if given)
+  std::vector<Update> route_update(const SpeakerConfig::Nic& n, bool withdraw, std::optional<Afi> only = {}) const;
   void run(Peer& p, std::vector<Action> acts);
   void close_peer(Peer& p, const std::string& why);
   void announce(Peer& p, const SpeakerConfig::Nic& n, bool withdraw);
+  void readvertise(Peer& p, Afi afi);
   void dial(Peer& p, Clock::time_point now);
   void on_socket(Peer& p, uint32_t events);
   void lost(Peer& p, const std::string& why);
