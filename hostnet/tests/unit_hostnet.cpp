@@ -98,14 +98,6 @@ TEST_CASE("the host agent's config is written and read back as the same struct",
 
 namespace {
 
-template <typename T>
-std::vector<std::pair<std::string, T>> changes_of(const KernelPlan& p) {
-  std::vector<std::pair<std::string, T>> out;
-  for (const auto& c : p.changes())
-    if (const auto* x = std::get_if<T>(&c.change)) out.push_back({c.ns, *x});
-  return out;
-}
-
 struct HostPlanRig {
   Topology t = load_topology(topology("laptop.xml"));
   int h1 = t.find_node("h1");
@@ -128,26 +120,26 @@ TEST_CASE("host plan of laptop.xml's h1: a link per NIC, per-NIC tables both sid
   HostPlanRig r;
   auto p = r.plan(EgressMode::ecmp, false);
   for (const auto& c : p.changes()) CHECK((c.ns == r.hns || c.ns == r.jns));
-  auto veths = changes_of<change::Veth>(p);
+  auto veths = p.all<change::Veth>();
   REQUIRE(veths.size() == r.h.nics.size());
   for (const auto& [where, v] : veths) {
     CHECK(where == r.hns);
     CHECK(v.peer_ns == r.jns);
   }
-  CHECK(changes_of<change::Netkit>(p).empty());
-  CHECK(changes_of<change::Neighbor>(p).size() == r.h.nics.size() * 4);
+  CHECK(p.all<change::Netkit>().empty());
+  CHECK(p.all<change::Neighbor>().size() == r.h.nics.size() * 4);
   // the task IP on the container's lo
   bool task4 = false;
-  for (const auto& [where, a] : changes_of<change::Address>(p))
+  for (const auto& [where, a] : p.all<change::Address>())
     if (where == r.jns && a.ifname == "lo" && std::holds_alternative<IfAddr4>(a.addr))
       task4 = std::get<IfAddr4>(a.addr).addr == r.h.job->task_ip4;
   CHECK(task4);
   // per NIC and family a table and a source rule in the container, and an
   // iif rule with a table out of the NIC on the host
-  auto rules = changes_of<change::AddRule>(p);
+  auto rules = p.all<change::AddRule>();
   CHECK(rules.size() == r.h.nics.size() * 4);
   // the container's default: a resilient group over every NIC, per family
-  auto groups = changes_of<change::Group>(p);
+  auto groups = p.all<change::Group>();
   REQUIRE(groups.size() == 2);
   for (const auto& [where, g] : groups) {
     CHECK(where == r.jns);
@@ -156,7 +148,7 @@ TEST_CASE("host plan of laptop.xml's h1: a link per NIC, per-NIC tables both sid
     CHECK(g.resilient->buckets == 64);
   }
   std::map<std::string, std::vector<Route>> routes;  // ns → routes
-  for (const auto& [where, x] : changes_of<change::AddRoute>(p)) routes[where].push_back(x.route);
+  for (const auto& [where, x] : p.all<change::AddRoute>()) routes[where].push_back(x.route);
   int container_defaults = 0;
   for (const auto& rt : routes[r.jns])
     if (rt.dst.is_default() && rt.table == 254) {
@@ -192,17 +184,17 @@ TEST_CASE("host plan of laptop.xml's h1: a link per NIC, per-NIC tables both sid
 TEST_CASE("host plan: single egress leaves through NIC 0; netkit links need no neighbours", "[unit]") {
   HostPlanRig r;
   auto single = r.plan(EgressMode::single, false);
-  CHECK(changes_of<change::Group>(single).empty());
-  CHECK(changes_of<change::Nexthop>(single).empty());
-  for (const auto& [where, x] : changes_of<change::AddRoute>(single))
+  CHECK(single.all<change::Group>().empty());
+  CHECK(single.all<change::Nexthop>().empty());
+  for (const auto& [where, x] : single.all<change::AddRoute>())
     if (where == r.jns && x.route.dst.is_default() && x.route.table == 254) {
       const auto& via = std::get<std::vector<Via>>(x.route.to);
       REQUIRE(via.size() == 1);
       CHECK(via[0].ifindex == 200 + 100);  // eth0 of the container
     }
   auto nk = r.plan(EgressMode::bpf, true);
-  CHECK(changes_of<change::Veth>(nk).empty());
-  CHECK(changes_of<change::Netkit>(nk).size() == r.h.nics.size());
-  CHECK(changes_of<change::Neighbor>(nk).empty());
-  CHECK(changes_of<change::Group>(nk).size() == 2);
+  CHECK(nk.all<change::Veth>().empty());
+  CHECK(nk.all<change::Netkit>().size() == r.h.nics.size());
+  CHECK(nk.all<change::Neighbor>().empty());
+  CHECK(nk.all<change::Group>().size() == 2);
 }

@@ -15,25 +15,13 @@
 
 using namespace lanes::testbed;
 
-namespace {
-
-template <typename T>
-std::vector<std::pair<std::string, T>> all_of(const KernelPlan& p) {
-  std::vector<std::pair<std::string, T>> out;
-  for (const auto& c : p.changes())
-    if (const auto* x = std::get_if<T>(&c.change)) out.push_back({c.ns, *x});
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("fabric plan of laptop.xml: a veth pair, addresses and neighbours per link, TBF where shaped", "[unit]") {
   auto t = load_topology(lanes::test::topology("laptop.xml"));
   auto p = fabric_plan(t, "t1");
   auto ns = [&](int node) { return RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(node)].name); };
   // links: one veth per topology link, made on side A, side B brought up in its namespace
-  auto veths = all_of<change::Veth>(p.links);
-  auto ups = all_of<change::LinkUp>(p.links);
+  auto veths = p.links.all<change::Veth>();
+  auto ups = p.links.all<change::LinkUp>();
   REQUIRE(veths.size() == t.links.size());
   REQUIRE(ups.size() == t.links.size());
   for (size_t k = 0; k < t.links.size(); ++k) {
@@ -53,18 +41,18 @@ TEST_CASE("fabric plan of laptop.xml: a veth pair, addresses and neighbours per 
     CHECK(used[where.first].insert(idx).second);
   }
   // addresses: /31 and /127 on both ends; a permanent neighbour per end and family
-  CHECK(all_of<change::Address>(p.addresses).size() == t.links.size() * 4);
-  CHECK(all_of<change::Neighbor>(p.addresses).size() == t.links.size() * 4);
+  CHECK(p.addresses.all<change::Address>().size() == t.links.size() * 4);
+  CHECK(p.addresses.all<change::Neighbor>().size() == t.links.size() * 4);
   // TBF on both ends of every shaped link, at its rate
   size_t shaped = 0;
   for (const auto& l : t.links) shaped += l.rate_bps > 0;
   REQUIRE(shaped > 0);
-  auto tbfs = all_of<change::Tbf>(p.qdiscs);
+  auto tbfs = p.qdiscs.all<change::Tbf>();
   CHECK(tbfs.size() == shaped * 2);
   for (const auto& [where, tbf] : tbfs) CHECK(tbf.rate_bps > 0);
   // each server: a default route per family through the switch end of its link
   int storage = t.find_node("storage");
-  auto routes = all_of<change::AddRoute>(p.routes);
+  auto routes = p.routes.all<change::AddRoute>();
   REQUIRE(routes.size() == 2);
   for (const auto& [where, r] : routes) {
     CHECK(where == ns(storage));

@@ -97,6 +97,14 @@ class KernelPlan {
   size_t size() const { return changes_.size(); }
   // "NS: description", one per change, in order
   std::vector<std::string> lines() const;
+  // every change of kind T, with its namespace, in order
+  template <typename T>
+  std::vector<std::pair<std::string, T>> all() const {
+    std::vector<std::pair<std::string, T>> out;
+    for (const auto& c : changes_)
+      if (const auto* x = std::get_if<T>(&c.change)) out.push_back({c.ns, *x});
+    return out;
+  }
 
  private:
   std::vector<PlannedChange> changes_;
