@@ -7,15 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
-#include <condition_variable>
-#include <mutex>
-#include <numeric>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "assertions/live_assertions.hpp"
@@ -31,9 +25,6 @@
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/workload.hpp"
 #include "lanes/switch/convergence.hpp"
-#include "lanes/switch/gobgp_client.hpp"
-#include "lanes/switch/switch_config.hpp"
-#include "lanes/switch/switches.hpp"
 #include "lanes/vip/deploy.hpp"
 
 namespace lanes::scenarios {
