@@ -240,11 +240,6 @@ class PhaseRun final : public StepContext {
   // times a second for a workload on one of them.
   std::set<std::string> sampled_hosts() const {
     std::set<std::string> out;
-    auto job_host = [&](const std::string& h) {
-      int i = topo_.find_node(h);
-      return i >= 0 && topo_.nodes[static_cast<size_t>(i)].kind == tb::NodeKind::host &&
-             topo_.nodes[static_cast<size_t>(i)].job;
-    };
     for (const auto& st : ph_.steps) {
       std::vector<std::string> named;
       if (const Workload* w = st.element == "workload" ? find_workload(st.type) : nullptr) {
@@ -256,7 +251,7 @@ class PhaseRun final : public StepContext {
           for (const auto& h : hosts_of(st, topo_)) named.push_back(h);
       }
       for (const auto& h : named)
-        if (job_host(h)) out.insert(h);
+        if (topo_.is_job_host(h)) out.insert(h);
     }
     return out;
   }

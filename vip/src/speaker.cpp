@@ -183,7 +183,7 @@ void Speaker::run(Peer& p, std::vector<Action> acts) {
 // announced on this session, then End-of-RIB.
 void Speaker::readvertise(Peer& p, Afi afi) {
   for (const auto& n : cfg_.nics)
-    if (p.announced[n.index])
+    if (auto it = p.announced.find(n.index); it != p.announced.end() && it->second)
       for (const auto& u : route_update(n, false, afi)) run(p, p.session.send(u));
   run(p, p.session.end_of_rib(afi));
   lg::info("{}: route refresh of {} from {}: re-advertised", cfg_.host, afi == Afi::ipv4 ? "IPv4" : "IPv6", p.remote);

@@ -101,15 +101,10 @@ std::string fetch_summary(const json& f) {
 
 std::vector<std::string> job_hosts(const Step& st, const testbed::Topology& topo) {
   std::vector<std::string> hosts;
-  auto job_host = [&](const std::string& h) {
-    int i = topo.find_node(h);
-    return i >= 0 && topo.nodes[static_cast<size_t>(i)].kind == testbed::NodeKind::host &&
-           topo.nodes[static_cast<size_t>(i)].job;
-  };
   if (st.has("hosts")) {
     std::stringstream ss(st.str("hosts"));
     for (std::string h; std::getline(ss, h, ',');)
-      if (job_host(h)) hosts.push_back(h);
+      if (topo.is_job_host(h)) hosts.push_back(h);
   } else {
     for (const auto& n : topo.nodes)
       if (n.kind == testbed::NodeKind::host && n.job) hosts.push_back(n.name);

@@ -27,7 +27,6 @@ namespace {
 const testbed::Node& node_of(const testbed::Topology& topo, const std::string& name) {
   return topo.nodes.at(static_cast<size_t>(topo.find_node(name)));
 }
-bool is_job_host(const testbed::Node& n) { return n.kind == testbed::NodeKind::host && n.job.has_value(); }
 }  // namespace
 
 // from= sends rate= probes a second on each of paths= paths (per-nic: one
@@ -39,9 +38,9 @@ void Probe::start(WorkloadRun& w, StepContext& ctx) const {
   std::string base = ctx.out_base(st.str("name"));
   const auto &from = node_of(topo, st.str("from")), &to = node_of(topo, st.str("to"));
   w.port = ctx.take_ports(1);
-  int rns = is_job_host(to) ? ctx.job_ns(to.name) : ctx.node_ns(to.name);
-  int sns = is_job_host(from) ? ctx.job_ns(from.name) : ctx.node_ns(from.name);
-  std::string dst = is_job_host(to) ? to.job->task_ip4.to_string() : ctx.server_addr(to.name);
+  int rns = topo.is_job_host(to.name) ? ctx.job_ns(to.name) : ctx.node_ns(to.name);
+  int sns = topo.is_job_host(from.name) ? ctx.job_ns(from.name) : ctx.node_ns(from.name);
+  std::string dst = topo.is_job_host(to.name) ? to.job->task_ip4.to_string() : ctx.server_addr(to.name);
   std::vector<std::string> args = {"probe-send", "--to", dst, "--port", std::to_string(w.port), "--rate",
                                    fmt::format("{}", st.num("rate", 1000))};
   int paths = st.integer("paths", 8);

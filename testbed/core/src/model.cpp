@@ -47,6 +47,11 @@ const char* to_string(LinkKind k) {
   return "?";
 }
 
+bool Topology::is_job_host(const std::string& node) const {
+  int i = find_node(node);
+  return i >= 0 && nodes[static_cast<size_t>(i)].kind == NodeKind::host && nodes[static_cast<size_t>(i)].job.has_value();
+}
+
 int Topology::find_node(const std::string& n) const {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].name == n) return static_cast<int>(i);

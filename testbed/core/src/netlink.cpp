@@ -513,10 +513,10 @@ std::string Rule::describe() const {
 }
 
 Status Netlink::add_route(const Route& r) {
-  std::string what = "adding route " + r.describe() + " in " + ns_;
+  std::string route = r.describe(), what = "adding route " + route + " in " + ns_;
   MsgBuilder b(RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (r.replace ? NLM_F_REPLACE : NLM_F_EXCL), what);
   LANES_TRY(route_msg(b, r, false));
-  log::debug("{}: add route {}", ns_, r.describe());
+  log::debug("{}: add route {}", ns_, route);
   return send_raw(b.release(), what);
 }
 
@@ -540,10 +540,10 @@ Status Netlink::add_rule(const Rule& r) {
 }
 
 Status Netlink::delete_route(const Route& r) {
-  std::string what = "deleting route " + r.describe() + " in " + ns_;
+  std::string route = r.describe(), what = "deleting route " + route + " in " + ns_;
   MsgBuilder b(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, what);
   LANES_TRY(route_msg(b, r, true));
-  log::debug("{}: delete route {}", ns_, r.describe());
+  log::debug("{}: delete route {}", ns_, route);
   return send_raw(b.release(), what);
 }
 

@@ -128,6 +128,8 @@ struct Topology {
   std::vector<Rack> racks;
 
   int find_node(const std::string& name) const;  // -1 if absent
+  // NODE is a host with a job (what workloads, faults and assertions act on)
+  bool is_job_host(const std::string& node) const;
   std::vector<int> links_of(int node) const;
   size_t count(NodeKind k) const;
 };
