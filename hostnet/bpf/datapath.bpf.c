@@ -143,6 +143,16 @@ struct pick_ctx {
   __u64 best_score;
 };
 
+// A NIC's place in the order pick_nic chooses by: fewest active flows,
+// then fewest bytes; in bpf-numa mode a NIC off the CPU's node comes last.
+static __always_inline __u64 nic_score(const struct lanes_nic *nic, const struct lanes_nic_stats *st,
+                                       const struct pick_ctx *c) {
+  __u64 flows_active = st->flows_active > 0xffff ? 0xffff : st->flows_active;
+  __u64 score = (flows_active << 44) | ((st->tx_bytes >> 10) & ((1ULL << 44) - 1));
+  if (c->numa_mode && nic->numa != c->want_node) score |= 1ULL << 62;
+  return score;
+}
+
 static long pick_one(__u32 i, void *data) {
   struct pick_ctx *c = data;
   if (i >= c->n) return 1;
@@ -154,10 +164,7 @@ static long pick_one(__u32 i, void *data) {
     c->bound = i;
     return 1;
   }
-  // fewest active flows first, then fewest bytes; off-node NICs last in numa mode
-  __u64 flows_active = st->flows_active > 0xffff ? 0xffff : st->flows_active;
-  __u64 score = (flows_active << 44) | ((st->tx_bytes >> 10) & ((1ULL << 44) - 1));
-  if (c->numa_mode && nic->numa != c->want_node) score |= 1ULL << 62;
+  __u64 score = nic_score(nic, st, c);
   if (score < c->best_score) {
     c->best_score = score;
     c->best = i;
@@ -165,20 +172,64 @@ static long pick_one(__u32 i, void *data) {
   return 0;
 }
 
-static __always_inline int pick_nic(const struct lanes_config *cfg, const struct lanes_flow_key *key) {
+static __always_inline void pick_scan(const struct lanes_config *cfg, const struct lanes_flow_key *key,
+                                      struct pick_ctx *c) {
   __u32 cpu = bpf_get_smp_processor_id();
   __u32 *node = bpf_map_lookup_elem(&cpu_node, &cpu);
-  struct pick_ctx c = {
-      .key = key,
-      .n = cfg->n_nics,
-      .want_node = node ? *node : 0,
-      .numa_mode = cfg->mode == LANES_MODE_BPF_NUMA,
-      .best = -1,
-      .bound = -1,
-      .best_score = ~0ULL,
-  };
-  bpf_loop(LANES_MAX_NICS, pick_one, &c, 0);
+  c->key = key;
+  c->n = cfg->n_nics;
+  c->want_node = node ? *node : 0;
+  c->numa_mode = cfg->mode == LANES_MODE_BPF_NUMA;
+  c->best = -1;
+  c->bound = -1;
+  c->best_score = ~0ULL;
+  bpf_loop(LANES_MAX_NICS, pick_one, c, 0);
+}
+
+static __always_inline int pick_nic(const struct lanes_config *cfg, const struct lanes_flow_key *key) {
+  struct pick_ctx c = {};
+  pick_scan(cfg, key, &c);
   return c.bound >= 0 ? c.bound : c.best;
+}
+
+// Moves FLOW from NIC FROM to NIC TO: the active counts follow it.
+static __always_inline void move_flow(struct lanes_flow *flow, __u32 from, __u32 to, int rebalance) {
+  struct lanes_nic_stats *old = bpf_map_lookup_elem(&nic_stats, &from);
+  struct lanes_nic_stats *nst = bpf_map_lookup_elem(&nic_stats, &to);
+  if (old) {
+    if (!rebalance) __sync_fetch_and_add(&old->moved, 1);
+    if (!flow->closed) __sync_fetch_and_add(&old->flows_active, -1);
+  }
+  if (nst) {
+    if (rebalance) __sync_fetch_and_add(&nst->rebalanced, 1);
+    if (!flow->closed) __sync_fetch_and_add(&nst->flows_active, 1);
+  }
+  flow->nic = to;
+}
+
+// Once per epoch (a NIC came back) an open flow on an up NIC is weighed
+// against the least loaded NIC: it moves there if its own NIC carries at
+// least two active flows more, so the moves stop at balance. The flow's
+// packets in flight on the old NIC may then arrive after its first ones on
+// the new NIC: a moment of reordering that TCP absorbs (the price of
+// getting a returned NIC's bandwidth back without waiting for flows to end).
+static __always_inline __u32 rebalance(const struct lanes_config *cfg, const struct lanes_flow_key *key,
+                                       struct lanes_flow *flow, __u32 cur) {
+  flow->epoch = cfg->epoch;
+  if (flow->closed) return cur;
+  struct pick_ctx c = {};
+  pick_scan(cfg, key, &c);
+  if (c.bound >= 0 || c.best < 0 || (__u32)c.best == cur) return cur;
+  __u32 b = (__u32)c.best;
+  struct lanes_nic *cn = bpf_map_lookup_elem(&nics, &cur);
+  struct lanes_nic_stats *cs = bpf_map_lookup_elem(&nic_stats, &cur);
+  struct lanes_nic *bn = bpf_map_lookup_elem(&nics, &b);
+  struct lanes_nic_stats *bs = bpf_map_lookup_elem(&nic_stats, &b);
+  if (!cn || !cs || !bn || !bs) return cur;
+  if (c.numa_mode && bn->numa != c.want_node && cn->numa == c.want_node) return cur;  // never off its node
+  if (cs->flows_active < bs->flows_active + 2) return cur;
+  move_flow(flow, cur, b, 1);
+  return b;
 }
 
 static __always_inline int egress(struct __sk_buff *skb, struct parsed p) {
@@ -193,25 +244,18 @@ static __always_inline int egress(struct __sk_buff *skb, struct parsed p) {
     __u32 cur = flow->nic;
     struct lanes_nic *cn = bpf_map_lookup_elem(&nics, &cur);
     if (cn && cn->up) {
-      nic_i = cur;
+      nic_i = flow->epoch == cfg->epoch ? cur : rebalance(cfg, &p.key, flow, cur);
     } else {
-      // its NIC went down: move the flow, once
+      // its NIC went down: move the flow
       nic_i = pick_nic(cfg, &p.key);
       if (nic_i < 0) return TC_ACT_SHOT;
-      struct lanes_nic_stats *old = bpf_map_lookup_elem(&nic_stats, &cur);
-      if (old) {
-        __sync_fetch_and_add(&old->moved, 1);
-        if (!flow->closed) __sync_fetch_and_add(&old->flows_active, -1);
-      }
-      __u32 ni = nic_i;
-      struct lanes_nic_stats *nst = bpf_map_lookup_elem(&nic_stats, &ni);
-      if (nst && !flow->closed) __sync_fetch_and_add(&nst->flows_active, 1);
-      flow->nic = nic_i;
+      move_flow(flow, cur, (__u32)nic_i, 0);
+      flow->epoch = cfg->epoch;
     }
   } else {
     nic_i = pick_nic(cfg, &p.key);
     if (nic_i < 0) return TC_ACT_SHOT;
-    struct lanes_flow f = {.nic = nic_i, .first_ns = now};
+    struct lanes_flow f = {.nic = nic_i, .epoch = cfg->epoch, .first_ns = now};
     bpf_map_update_elem(&flows, &p.key, &f, BPF_NOEXIST);
     flow = bpf_map_lookup_elem(&flows, &p.key);
     __u32 ni = nic_i;

@@ -28,6 +28,8 @@ struct lanes_flow_key {
 struct lanes_flow {
   __u32 nic;     /* index into the nics map */
   __u32 closed;  /* FIN or RST seen: no longer counted as active */
+  __u32 epoch;   /* the config's epoch when the flow's NIC was last chosen */
+  __u32 pad;
   __u64 packets;
   __u64 bytes;
   __u64 first_ns;
@@ -54,6 +56,7 @@ struct lanes_nic_stats {
   __u64 flows_active;
   __u64 flows_total;
   __u64 moved;       /* flows moved away from this NIC when it went down */
+  __u64 rebalanced;  /* flows moved onto this NIC from a busier one after a NIC returned */
 };
 
 /* Global settings, written by user space (array map, one element). */
@@ -65,6 +68,9 @@ struct lanes_config {
   __u8 host_mac[LANES_MAX_NICS][6];        /* the host side's MAC per link */
   __u32 task4;           /* the job's task IP (network order) */
   __u32 task6[4];
+  __u32 epoch;           /* raised by user space when a NIC returns: every
+                            flow is weighed once more against the least
+                            loaded NIC, and moves if that restores balance */
 };
 
 #endif

@@ -102,6 +102,15 @@ Status Datapath::set_nic_up(int nic, bool up) {
   if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.nics), &k, &n)) return os_error(errno, "reading the NIC map");
   n.up = up;
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.nics), &k, &n, BPF_ANY)) return os_error(errno, "writing the NIC map");
+  if (!up) return {};
+  // a NIC is back: a new epoch, in which every open flow is weighed once
+  // against the least loaded NIC (the program moves it if that balances)
+  uint32_t zero = 0;
+  lanes_config cfg{};
+  int fd = bpf_map__fd(skel_->maps.config);
+  if (bpf_map_lookup_elem(fd, &zero, &cfg)) return os_error(errno, "reading the datapath config map");
+  ++cfg.epoch;
+  if (bpf_map_update_elem(fd, &zero, &cfg, BPF_ANY)) return os_error(errno, "writing the datapath config map");
   return {};
 }
 

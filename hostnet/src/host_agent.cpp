@@ -20,6 +20,7 @@ HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
   c.container_netns = j.value("container_netns", "");
   c.task4 = j.value("task4", "");
   c.task6 = j.value("task6", "");
+  c.unbalanced_timer_s = j.value("unbalanced_timer_s", 1u);
   for (const auto& n : j.value("nics", nlohmann::json::array())) {
     Nic s;
     s.index = n.value("index", 0);
@@ -50,7 +51,16 @@ nlohmann::json HostAgentConfig::to_json() const {
                  {"host_side4", s.host_side4}, {"host_side6", s.host_side6}, {"cont_side4", s.cont_side4},
                  {"cont_side6", s.cont_side6}, {"table", s.table}});
   return {{"host", host},   {"mode", mode},   {"container_netns", container_netns},
-          {"task4", task4}, {"task6", task6}, {"nics", n}};
+          {"task4", task4}, {"task6", task6}, {"unbalanced_timer_s", unbalanced_timer_s},
+          {"nics", n}};
+}
+
+ResilientParams egress_group_params(uint32_t unbalanced_timer_s) {
+  ResilientParams rp;
+  rp.buckets = 64;
+  rp.idle_timer_s = 60;
+  rp.unbalanced_timer_s = unbalanced_timer_s;
+  return rp;
 }
 
 HostAgentFiles host_agent_files(const RunLayout& run, const std::string& host) {
@@ -160,9 +170,7 @@ void HostAgent::apply(Nic& s, bool up) {
         m4.emplace_back(1 + static_cast<uint32_t>(o.index), 1);
         m6.emplace_back(101 + static_cast<uint32_t>(o.index), 1);
       }
-    ResilientParams rp;
-    rp.buckets = 64;
-    rp.idle_timer_s = 60;
+    ResilientParams rp = egress_group_params(cfg_.unbalanced_timer_s);
     if (auto st = cnl_.add_nexthop_group(1000, m4, rp, true); !st) lg::warn("{}", st.error().what());
     if (auto st = cnl_.add_nexthop_group(1001, m6, rp, true); !st) lg::warn("{}", st.error().what());
   }
@@ -185,7 +193,7 @@ nlohmann::json HostAgent::state() const {
       const auto& x = st[static_cast<size_t>(s.index)];
       j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},         {"rx_packets", x.rx_packets},
                   {"rx_bytes", x.rx_bytes},     {"flows_active", x.flows_active}, {"flows_total", x.flows_total},
-                  {"moved", x.moved}};
+                  {"moved", x.moved},           {"rebalanced", x.rebalanced}};
     }
     if (static_cast<size_t>(s.index) < flows.size()) j["flows"] = flows[static_cast<size_t>(s.index)];
     arr.push_back(j);

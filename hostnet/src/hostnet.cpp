@@ -26,6 +26,7 @@ std::vector<Sysctl> container_sysctls() {
 
 constexpr int kFirstIfindex = 200;  // container links, above the host's NIC indexes
 constexpr uint32_t kTableBase = 100;
+constexpr uint32_t kHeldMetric = 4000000000u;  // below every real route in a NIC's table
 
 }  // namespace
 
@@ -51,6 +52,7 @@ HostAgentConfig host_agent_config(const Topology& t, int host, const std::string
   c.container_netns = job_netns(run_id, h.name);
   c.task4 = h.job->task_ip4.to_string();
   c.task6 = h.job->task_ip6.to_string();
+  c.unbalanced_timer_s = t.racks.at(static_cast<size_t>(h.rack)).sw.unbalanced_timer_s;
   for (const auto& nic : h.nics) {
     const Link& l = t.links[nic.link];
     HostAgentConfig::Nic n;
@@ -129,6 +131,14 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
       r.table = table;
       r.prefsrc = v6 ? IpAddr(nic.job_addr6.addr) : IpAddr(nic.job_addr4.addr);
       p.add(cns, change::AddRoute{r});
+      // while link k is down its route is ignored (ignore_routes_with_linkdown):
+      // what the NIC-k address sends then is dropped here rather than
+      // leaving through another NIC, whose switch port would answer into
+      // NIC k's dead port
+      Route held{IpNet::default_route(fam), Blackhole{}};
+      held.table = table;
+      held.metric = kHeldMetric;
+      p.add(cns, change::AddRoute{held});
       Rule rule;
       rule.family = fam;
       rule.src = v6 ? IpNet(Net6(nic.job_addr6.addr, 128)) : IpNet(Net4(nic.job_addr4.addr, 32));
@@ -143,7 +153,8 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     } else {
       // one next hop per NIC link in a resilient group: a link that goes
       // down takes only its own flows with it
-      change::Group group{v6 ? 1001u : 1000u, {}, ResilientParams{64, 60, 0}};
+      change::Group group{v6 ? 1001u : 1000u, {},
+                          egress_group_params(t.racks.at(static_cast<size_t>(h.rack)).sw.unbalanced_timer_s)};
       for (const auto& nic : h.nics) {
         uint32_t id = (v6 ? 101 : 1) + static_cast<uint32_t>(nic.index);
         p.add(cns, change::Nexthop{id, cidx(nic), host_side(nic)});

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -22,22 +23,44 @@ inline std::vector<uint32_t> group_members(testbed::Netlink& nl, const std::stri
   return members;
 }
 
-// Paths GoBGP on switch SW holds for PREFIX.
-inline size_t rib_paths(ScopedRun& run, const std::string& sw, const std::string& prefix) {
+// GoBGP's RIB on switch SW for PREFIX (gobgp global rib -j), or null.
+inline nlohmann::json rib_json(ScopedRun& run, const std::string& sw, const std::string& prefix) {
   testbed::ProcessSpec spec{"gobgp", {"gobgp", "global", "rib", "-j", "-a",
                                       prefix.find(':') != std::string::npos ? "ipv6" : "ipv4", prefix}};
   spec.netns_fd = run.tb().netns(run.node(sw)).fd();
   spec.new_session = false;
   auto r = testbed::run_capture(spec, std::chrono::seconds(5));
-  if (!r || r.value().status != 0) return 0;
+  if (!r || r.value().status != 0) return nullptr;
   try {
-    auto j = nlohmann::json::parse(r.value().out);
-    size_t n = 0;
-    for (const auto& [p, paths] : j.items()) n += paths.size();
-    return n;
+    return nlohmann::json::parse(r.value().out);
   } catch (const std::exception&) {
-    return 0;
+    return nullptr;
   }
+}
+
+// Paths GoBGP on switch SW holds for PREFIX.
+inline size_t rib_paths(ScopedRun& run, const std::string& sw, const std::string& prefix) {
+  auto j = rib_json(run, sw, prefix);
+  size_t n = 0;
+  if (j.is_object())
+    for (const auto& [p, paths] : j.items()) n += paths.size();
+  return n;
+}
+
+// The distinct next hops of those paths (ADD-PATH mode: two sessions
+// carry the same next hops).
+inline std::set<std::string> rib_next_hops(ScopedRun& run, const std::string& sw, const std::string& prefix) {
+  std::set<std::string> out;
+  auto j = rib_json(run, sw, prefix);
+  if (!j.is_object()) return out;
+  for (const auto& [p, paths] : j.items())
+    for (const auto& path : paths)
+      for (const auto& a : path.value("attrs", nlohmann::json::array())) {
+        if (a.contains("nexthop") && a["nexthop"].is_string()) out.insert(a["nexthop"].get<std::string>());
+        if (a.contains("nexthops") && a["nexthops"].is_array())
+          for (const auto& n : a["nexthops"]) out.insert(n.get<std::string>());
+      }
+  return out;
 }
 
 // One gobgpd per NIC of HOST, each with a session from the job's NIC

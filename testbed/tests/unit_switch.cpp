@@ -51,14 +51,25 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   std::string s = render_gobgp_config(t, t.find_node("spine1"));
   CHECK(s.find("lanes-ownership") == std::string::npos);  // spines carry no host policy
 
-  auto ap = load_topology_text(R"(<topology><rack name="r" max-prefixes="2" buckets="32">
+  auto ap = load_topology_text(R"(<topology><rack name="r" max-prefixes="2" buckets="32" unbalanced-timer="3">
     <host name="h"><job vip="add-path"/></host></rack></topology>)", "ap.xml");
   auto nb = switch_neighbors(ap, ap.find_node("r-tor"));
-  CHECK(nb.size() == 1);  // one session per host with ADD-PATH
+  REQUIRE(nb.size() == 2);  // ADD-PATH: two sessions per host, on NICs 0 and 1
+  const Node& aph = ap.nodes[ap.find_node("h")];
+  CHECK(nb[0].address == aph.nics[0].job_addr4.addr.to_string());
+  CHECK(nb[1].address == aph.nics[1].job_addr4.addr.to_string());
+  auto apa = render_agent_config(ap, ap.find_node("r-tor"));
+  // the port of each session resets it on carrier loss; NICs 2 and 3 carry none
+  CHECK(apa["ports"][0]["sessions"] == nlohmann::json::array({nb[0].address}));
+  CHECK(apa["ports"][1]["sessions"] == nlohmann::json::array({nb[1].address}));
+  CHECK(apa["ports"][2]["sessions"].empty());
   std::string cfg = render_gobgp_config(ap, ap.find_node("r-tor"));
   CHECK(cfg.find("[neighbors.add-paths.config]\n    receive = true") != std::string::npos);
   CHECK(cfg.find("max-prefixes = 2") != std::string::npos);
-  CHECK(render_agent_config(ap, ap.find_node("r-tor"))["resilient"]["buckets"] == 32);
+  CHECK(apa["resilient"]["buckets"] == 32);
+  CHECK(apa["resilient"]["unbalanced_timer_s"] == 3);
+  CHECK(AgentConfig::from_json(apa).resilient.unbalanced_timer_s == 3);
+  CHECK(four_nic_config().resilient.unbalanced_timer_s == 1);  // the default
 }
 
 TEST_CASE("FIB agent makes a four-member group from four paths and a withdrawal shrinks it in place", "[unit]") {
@@ -90,12 +101,14 @@ TEST_CASE("FIB agent restores a next hop when carrier returns", "[unit]") {
   uint32_t g = k.routes_["198.19.0.1/32"];
   int swp3 = k.ifindexes["swp3"];
   k.lose_carrier(swp3);
-  a.link_changed("swp3", false);
+  // the injector session riding the port is to be reset (once, on the loss)
+  CHECK(a.link_changed("swp3", false) == std::vector<std::string>{"198.19.1.2"});  // h1 nic2
+  CHECK(a.link_changed("swp3", false).empty());
   CHECK(k.groups[g].size() == 3);
   CHECK(a.members("198.19.0.1/32").size() == 3);
   // BGP still has the path: when carrier returns, the next hop returns
   k.down.erase(swp3);
-  a.link_changed("swp3", true);
+  CHECK(a.link_changed("swp3", true).empty());
   CHECK(k.groups[g].size() == 4);
   CHECK(k.routes_["198.19.0.1/32"] == g);
   CHECK(a.members("2001:2:0:100::1/128").size() == 4);

@@ -31,12 +31,12 @@ SpeakerConfig injector_config(const Topology& t, int host) {
     c.nics.push_back({nic.index, "eth" + std::to_string(nic.index), nic.job_addr4.addr.to_string(),
                       nic.job_addr6.addr.to_string()});
     all.push_back(nic.index);
-    if (!c.add_path)
-      c.sessions.push_back({nic.job_addr4.addr.to_string(), t.links[nic.link].a.addr4.addr.to_string(), {nic.index}});
   }
-  if (c.add_path)
-    c.sessions.push_back(
-        {h.nics[0].job_addr4.addr.to_string(), t.links[h.nics[0].link].a.addr4.addr.to_string(), all});
+  // per NIC: its own next hop; ADD-PATH: every NIC's, on two sessions
+  for (const auto& nic : h.nics)
+    if (has_injector_session(h, nic.index))
+      c.sessions.push_back({injector_session_address(h, nic.index), t.links[nic.link].a.addr4.addr.to_string(),
+                            c.add_path ? all : std::vector<int>{nic.index}, "eth" + std::to_string(nic.index)});
   return c;
 }
 

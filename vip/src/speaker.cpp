@@ -27,7 +27,7 @@ int64_t mono_us() {
 
 struct Speaker::Peer {
   std::string local, remote;
-  std::string eth;        // per NIC: the NIC the session belongs to
+  std::string eth;        // the NIC the session rides ("" for none)
   std::vector<int> nics;  // NICs this session announces
   Session session;
   int fd = -1;            // the session's socket once connected
@@ -55,14 +55,16 @@ SpeakerConfig SpeakerConfig::from_json(const nlohmann::json& j) {
   for (const auto& n : j.value("nics", nlohmann::json::array()))
     c.nics.push_back({n.value("index", 0), n.value("eth", ""), n.value("nh4", ""), n.value("nh6", ""), true});
   for (const auto& s : j.value("sessions", nlohmann::json::array()))
-    c.sessions.push_back({s.value("local", ""), s.value("peer", ""), s.value("nics", std::vector<int>{})});
+    c.sessions.push_back(
+        {s.value("local", ""), s.value("peer", ""), s.value("nics", std::vector<int>{}), s.value("eth", "")});
   return c;
 }
 
 nlohmann::json SpeakerConfig::to_json() const {
   nlohmann::json n = nlohmann::json::array(), s = nlohmann::json::array();
   for (const auto& x : nics) n.push_back({{"index", x.index}, {"eth", x.eth}, {"nh4", x.nh4}, {"nh6", x.nh6}});
-  for (const auto& p : sessions) s.push_back({{"local", p.local}, {"peer", p.peer}, {"nics", p.nics}});
+  for (const auto& p : sessions)
+    s.push_back({{"local", p.local}, {"peer", p.peer}, {"nics", p.nics}, {"eth", p.eth}});
   return {{"host", host},         {"mode", add_path ? "add-path" : "per-nic"},
           {"task4", task4},       {"task6", task6},
           {"local_as", local_as}, {"peer_as", peer_as},
@@ -82,9 +84,7 @@ Speaker::Speaker(SpeakerConfig cfg, testbed::EventLoop& loop, uint64_t seed) : c
     p->local = s.local;
     p->remote = s.peer;
     p->nics = s.nics;
-    if (!cfg_.add_path && p->nics.size() == 1)
-      for (const auto& x : cfg_.nics)
-        if (x.index == p->nics[0]) p->eth = x.eth;
+    p->eth = s.eth;
     peers_.push_back(std::move(p));
   }
 }
@@ -241,23 +241,31 @@ void Speaker::link_changed(const std::string& eth, bool up) {
     if (x.eth != eth || up == x.up) continue;
     x.up = up;
     lg::info("{}: {} {} at {} us", cfg_.host, x.eth, up ? "has carrier" : "lost carrier", mono_us());
+    for (auto& p : peers_) {
+      if (p->eth != x.eth) continue;
+      if (!up) {
+        // the sessions riding it end now, as the switch ends its side
+        // (fast external fallover): one kept through the outage would sit
+        // on a connection in retransmit backoff, and hold the reconnect
+        // off for seconds after the NIC returns; no new attempt until then
+        if (p->connecting || p->fd >= 0) lost(*p, "the NIC lost carrier");
+      } else {
+        p->backoff.reset();
+        p->next_attempt = Clock::now();
+      }
+    }
+    // the other sessions carrying this NIC's next hop (ADD-PATH) withdraw
+    // or announce it
     for (auto& p : peers_)
       if (std::find(p->nics.begin(), p->nics.end(), x.index) != p->nics.end()) announce(*p, x, !up);
-    // the NIC's own session, not established: an attempt begun while the
-    // NIC was down went out through another NIC to the switch's address on
-    // the dead port, whose answers had no way back, and hung in OpenSent
-    // long after the NIC returned (seen when a whole rack's NICs failed at
-    // once); one due later should not wait out its backoff once the NIC is
-    // back
-    for (auto& p : peers_)
-      if (p->eth == x.eth && p->session.state() != State::established) {
-        if (p->connecting || p->fd >= 0) lost(*p, up ? "the NIC came back" : "the NIC lost carrier");
-        if (up) {
-          p->backoff.reset();
-          p->next_attempt = Clock::now();
-        }
-      }
   }
+}
+
+bool Speaker::rides_up_nic(const Peer& p) const {
+  if (p.eth.empty()) return true;
+  for (const auto& x : cfg_.nics)
+    if (x.eth == p.eth) return x.up;
+  return true;
 }
 
 Clock::time_point Speaker::turn(Clock::time_point now) {
@@ -269,7 +277,7 @@ Clock::time_point Speaker::turn(Clock::time_point now) {
       lost(*p, why);
       continue;
     }
-    if (!p->connecting && p->fd < 0 && now >= p->next_attempt) dial(*p, now);
+    if (!p->connecting && p->fd < 0 && now >= p->next_attempt && rides_up_nic(*p)) dial(*p, now);
   }
   for (auto& p : peers_) run(*p, p->session.tick(now));
   auto deadline = now + std::chrono::milliseconds(500);
@@ -277,7 +285,7 @@ Clock::time_point Speaker::turn(Clock::time_point now) {
     deadline = std::min(deadline, p->session.next_deadline());
     if (p->connecting)
       deadline = std::min(deadline, p->dial.deadline());
-    else if (p->fd < 0)
+    else if (p->fd < 0 && rides_up_nic(*p))
       deadline = std::min(deadline, p->next_attempt);
   }
   return deadline;

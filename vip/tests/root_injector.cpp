@@ -26,7 +26,10 @@ std::string topo(const char* vip) {
   return path.string();
 }
 
-size_t rib_paths(ScopedRun& run, const std::string& prefix) { return lanes::test::rib_paths(run, "r1-tor", prefix); }
+// distinct next hops: ADD-PATH mode's two sessions carry the same four
+size_t rib_paths(ScopedRun& run, const std::string& prefix) {
+  return lanes::test::rib_next_hops(run, "r1-tor", prefix).size();
+}
 
 struct Injected {
   std::string file;
@@ -80,6 +83,20 @@ void lifecycle(const char* vip) {
   t.nic(2, true);
   CHECK(eventually([&] { return t.four() && rib_paths(t.run, "198.19.0.1/32") == 4; }, std::chrono::seconds(10)));
 
+  // NIC 0 down — in ADD-PATH mode the NIC of the first session: exactly
+  // its path goes (its session is reset at once on both ends; the other
+  // session still carries NICs 1-3), and it returns with the NIC
+  const auto& h = t.run.topo().nodes[t.run.node("h1")];
+  std::string nic0 = h.nics[0].job_addr4.addr.to_string();
+  t.nic(0, false);
+  CHECK(eventually([&] {
+    auto nh = lanes::test::rib_next_hops(t.run, "r1-tor", "198.19.0.1/32");
+    return nh.size() == 3 && !nh.count(nic0) && rib_paths(t.run, "2001:2:0:100::1/128") == 3;
+  }, std::chrono::seconds(5)));
+  CHECK(group_members(t.sw(), "198.19.0.1/32").size() == 3);
+  t.nic(0, true);
+  CHECK(eventually([&] { return t.four() && rib_paths(t.run, "198.19.0.1/32") == 4; }, std::chrono::seconds(10)));
+
   // gobgpd restarted: the injector reconnects and announces again
   std::ifstream in(supervisor_state_path(t.run.registry(), t.run.id()));
   pid_t gobgpd = 0;
@@ -105,11 +122,11 @@ void lifecycle(const char* vip) {
 
 }  // namespace
 
-TEST_CASE("injector with one session per NIC: up, NIC down and up, gobgpd restart, stop", "[root]") {
+TEST_CASE("injector with one session per NIC: up, NIC down and up, NIC 0 down and up, gobgpd restart, stop", "[root]") {
   lifecycle("per-nic");
 }
 
-TEST_CASE("injector with one ADD-PATH session: up, NIC down and up, gobgpd restart, stop", "[root]") {
+TEST_CASE("injector with two ADD-PATH sessions: up, NIC down and up, NIC 0 down and up, gobgpd restart, stop", "[root]") {
   lifecycle("add-path");
 }
 

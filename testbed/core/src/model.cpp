@@ -52,6 +52,15 @@ bool Topology::is_job_host(const std::string& node) const {
   return i >= 0 && nodes[static_cast<size_t>(i)].kind == NodeKind::host && nodes[static_cast<size_t>(i)].job.has_value();
 }
 
+bool has_injector_session(const Node& host, int nic) {
+  if (!host.job) return false;
+  return host.job->vip != VipMode::add_path || nic < kAddPathSessions;
+}
+
+std::string injector_session_address(const Node& host, int nic) {
+  return host.nics.at(static_cast<size_t>(nic)).job_addr4.addr.to_string();
+}
+
 int Topology::find_node(const std::string& n) const {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i].name == n) return static_cast<int>(i);

@@ -296,8 +296,8 @@ void Loader::load_addressing(const pugi::xml_node& n) {
 }
 
 void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
-  check_shape(n, {"name", "asn", "switch", "block4", "block6", "buckets", "idle-timer", "max-prefixes",
-                  "hold-time"},
+  check_shape(n, {"name", "asn", "switch", "block4", "block6", "buckets", "idle-timer", "unbalanced-timer",
+                  "max-prefixes", "hold-time"},
               {"host", "server"});
   Rack rack;
   rack.name = get_name(n);
@@ -325,6 +325,7 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   long long v = 0;
   if (get_int(n, "buckets", 1, 32767, v)) rack.sw.buckets = static_cast<uint16_t>(v);
   if (get_int(n, "idle-timer", 0, 3600, v)) rack.sw.idle_timer_s = static_cast<uint32_t>(v);
+  if (get_int(n, "unbalanced-timer", 0, 3600, v)) rack.sw.unbalanced_timer_s = static_cast<uint32_t>(v);
   if (get_int(n, "max-prefixes", 1, 100000, v)) rack.sw.max_prefixes = static_cast<uint32_t>(v);
   if (get_int(n, "hold-time", 3, 65535, v)) rack.sw.hold_time_s = static_cast<uint32_t>(v);
   bool b4 = get_net(n, "block4", parse_net4, benchmark_range4(), rack.block4);

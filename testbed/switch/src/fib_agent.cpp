@@ -15,12 +15,13 @@ AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
   if (j.contains("resilient")) {
     c.resilient.buckets = j["resilient"].value("buckets", uint16_t{128});
     c.resilient.idle_timer_s = j["resilient"].value("idle_timer_s", uint32_t{120});
+    c.resilient.unbalanced_timer_s = j["resilient"].value("unbalanced_timer_s", uint32_t{0});
   }
   c.originate = j.value("originate", std::vector<std::string>{});
   c.blackhole = j.value("blackhole", std::vector<std::string>{});
   for (const auto& p : j.value("ports", nlohmann::json::array()))
     c.ports.push_back({p.value("ifname", ""), p.value("peer", ""), p.value("match", std::vector<std::string>{}),
-                       p.value("gw4", ""), p.value("gw6", "")});
+                       p.value("gw4", ""), p.value("gw6", ""), p.value("sessions", std::vector<std::string>{})});
   for (const auto& s : j.value("static", nlohmann::json::array()))
     c.statics.push_back({s.value("dst", ""), s.value("ifname", ""), s.value("gateway", "")});
   if (j.contains("stale_timeout_s")) c.stale_timeout = std::chrono::seconds(j["stale_timeout_s"].get<int>());
@@ -245,11 +246,11 @@ void FibAgent::remove(const std::string& prefix) {
   log::debug("{}: removed {}", cfg_.node, prefix);
 }
 
-void FibAgent::link_changed(const std::string& ifname, bool carrier) {
+std::vector<std::string> FibAgent::link_changed(const std::string& ifname, bool carrier) {
   for (size_t i = 0; i < cfg_.ports.size(); ++i) {
     if (cfg_.ports[i].ifname != ifname) continue;
     int p = static_cast<int>(i);
-    if (carrier_[i] == carrier) return;
+    if (carrier_[i] == carrier) return {};
     carrier_[i] = carrier;
     if (!carrier) {
       // the kernel has dropped this port's next hops, and the groups shrank
@@ -265,6 +266,7 @@ void FibAgent::link_changed(const std::string& ifname, bool carrier) {
         installed_.erase(prefix);  // the kernel removed the group and its route
       }
       log::info("{}: {} lost carrier", cfg_.node, ifname);
+      return cfg_.ports[i].sessions;
     } else {
       log::info("{}: {} has carrier again; restoring its next hops", cfg_.node, ifname);
       for (const auto& s : cfg_.statics)
@@ -277,8 +279,9 @@ void FibAgent::link_changed(const std::string& ifname, bool carrier) {
         if (stale_ && ports.count(p)) affected.push_back(prefix);
       for (const auto& prefix : affected) apply(prefix);
     }
-    return;
+    return {};
   }
+  return {};
 }
 
 void FibAgent::set_stale(bool stale) {

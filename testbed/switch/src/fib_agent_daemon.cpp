@@ -46,12 +46,26 @@ int FibAgentDaemon::run() {
   (void)loop_.watch(mon.value().fd(), EPOLLIN, [this, &mon](uint32_t) {
     if (auto events = mon.value().read_events())
       for (const auto& e : events.value())
-        if (!e.deleted) agent_.link_changed(e.name, e.carrier && e.admin_up);
+        if (!e.deleted) link_changed(e.name, e.carrier && e.admin_up);
   });
   loop_.run([this] { return turn(); });
   save();
   lg::info("stopping; kernel routes stay in place");
   return 0;
+}
+
+// A port's carrier: the agent's groups, and on its loss the injector
+// sessions riding it are reset (fast external fallover) — a session kept
+// through the outage would sit on a TCP connection in retransmit backoff,
+// and hold the peer's reconnect off for seconds after the NIC returns.
+void FibAgentDaemon::link_changed(const std::string& ifname, bool carrier) {
+  for (const auto& n : agent_.link_changed(ifname, carrier)) {
+    if (!client_) break;  // gobgpd is away: its sessions are gone anyway
+    if (auto st = client_->restart_peer(n); !st)
+      lg::warn("ending the session with {}: {}", n, st.error().what());
+    else
+      lg::info("{} lost carrier: session with {} ended, the peer ready for its return", ifname, n);
+  }
 }
 
 void FibAgentDaemon::save() {

@@ -280,6 +280,48 @@ Status GobgpClient::originate(const std::string& prefix, milliseconds timeout) c
   return {};
 }
 
+Status GobgpClient::restart_peer(const std::string& neighbor, milliseconds timeout) const {
+  apipb::Peer peer;
+  {
+    grpc::ClientContext ctx;
+    set_deadline(ctx, timeout);
+    apipb::ListPeerRequest req;
+    req.set_address(neighbor);
+    auto r = impl_->stub->ListPeer(&ctx, req);
+    apipb::ListPeerResponse rsp;
+    bool found = false;
+    while (r->Read(&rsp))
+      if (!found && rsp.peer().conf().neighbor_address() == neighbor) {
+        peer = rsp.peer();
+        found = true;
+      }
+    if (auto s = r->Finish(); !s.ok()) return rpc_error("ListPeer", s);
+    if (!found) return os_error(ENOENT, "gobgpd has no neighbor " + neighbor);
+  }
+  // its configuration only: what ListPeer says of the session goes
+  peer.clear_state();
+  peer.mutable_timers()->clear_state();
+  peer.mutable_transport()->set_local_port(0);
+  peer.mutable_transport()->set_remote_port(0);
+  peer.mutable_transport()->clear_remote_address();
+  for (auto& af : *peer.mutable_afi_safis()) af.clear_state();
+  {
+    grpc::ClientContext ctx;
+    set_deadline(ctx, timeout);
+    apipb::DeletePeerRequest req;
+    req.set_address(neighbor);
+    google::protobuf::Empty rsp;
+    if (auto s = impl_->stub->DeletePeer(&ctx, req, &rsp); !s.ok()) return rpc_error("DeletePeer", s);
+  }
+  grpc::ClientContext ctx;
+  set_deadline(ctx, timeout);
+  apipb::AddPeerRequest req;
+  *req.mutable_peer() = peer;
+  google::protobuf::Empty rsp;
+  if (auto s = impl_->stub->AddPeer(&ctx, req, &rsp); !s.ok()) return rpc_error("AddPeer", s);
+  return {};
+}
+
 Result<std::unique_ptr<GobgpWatch>> GobgpClient::watch() const {
   return std::unique_ptr<GobgpWatch>(std::make_unique<Watch>(impl_));
 }

@@ -51,9 +51,7 @@ void afi_safis(std::string& s, uint32_t max_prefixes) {
 
 }  // namespace
 
-std::string injector_session_address(const Node& host, int nic) {
-  return host.nics.at(static_cast<size_t>(nic)).job_addr4.addr.to_string();
-}
+
 
 std::vector<SwitchNeighbor> switch_neighbors(const Topology& t, int node) {
   std::vector<SwitchNeighbor> out;
@@ -66,7 +64,7 @@ std::vector<SwitchNeighbor> switch_neighbors(const Topology& t, int node) {
     }
     if (l.kind == LinkKind::host_nic && l.a.node == node) {
       const Node& host = t.nodes[l.b.node];
-      if (host.job && host.job->vip == VipMode::add_path && l.nic != 0) continue;
+      if (!has_injector_session(host, l.nic)) continue;
       out.push_back({injector_session_address(host, l.nic), l.a.addr4.addr.to_string(), host.asn,
                      fmt::format("{} nic{}", host.name, l.nic), true, l.b.node});
     }
@@ -168,11 +166,10 @@ std::string render_gobgp_config(const Topology& t, int node) {
     s += fmt::format("    local-address = {}\n", q(nb.local));
     if (nb.host) s += "    passive-mode = true\n";
     s += "  [neighbors.timers.config]\n";
-    // idle-hold-time-after-reset: accept the peer again 1 s after a reset
-    // (GoBGP waits 30 s by default, which keeps a restarted injector out)
-    s += fmt::format("    hold-time = {}\n    keepalive-interval = {}\n    connect-retry = 1\n"
-                     "    idle-hold-time-after-reset = 1\n",
-                     hold, std::max<uint32_t>(1, hold / 3));
+    // (no idle-hold-time-after-reset: GoBGP 3.10 drops it from the file;
+    // the FIB agent remakes a host's peer instead of resetting it)
+    s += fmt::format("    hold-time = {}\n    keepalive-interval = {}\n    connect-retry = 1\n", hold,
+                     std::max<uint32_t>(1, hold / 3));
     if (nb.host) {
       s += "  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 3\n";
       const Node& host = t.nodes[nb.host_node];
@@ -190,7 +187,8 @@ nlohmann::json render_agent_config(const Topology& t, int node) {
   nlohmann::json j;
   j["node"] = n.name;
   j["api"] = kGobgpApi;
-  j["resilient"] = {{"buckets", rack ? rack->sw.buckets : 128}, {"idle_timer_s", rack ? rack->sw.idle_timer_s : 120}};
+  SwitchParams sw = rack ? rack->sw : SwitchParams{};
+  j["resilient"] = {{"buckets", sw.buckets}, {"idle_timer_s", sw.idle_timer_s}, {"unbalanced_timer_s", sw.unbalanced_timer_s}};
   nlohmann::json originate = nlohmann::json::array(), blackhole = nlohmann::json::array();
   if (rack) {
     originate.push_back(rack->block4.to_string());
@@ -216,11 +214,16 @@ nlohmann::json render_agent_config(const Topology& t, int node) {
       statics.push_back({{"dst", nic.job_addr4.str()}, {"ifname", me.ifname}, {"gateway", peer.addr4.addr.to_string()}});
       statics.push_back({{"dst", nic.job_addr6.str()}, {"ifname", me.ifname}, {"gateway", peer.addr6.addr.to_string()}});
     }
+    // the injector session riding this port: reset when it loses carrier
+    nlohmann::json sessions = nlohmann::json::array();
+    if (l.kind == LinkKind::host_nic && has_injector_session(t.nodes[l.b.node], l.nic))
+      sessions.push_back(injector_session_address(t.nodes[l.b.node], l.nic));
     ports.push_back({{"ifname", me.ifname},
                      {"peer", t.nodes[peer.node].name},
                      {"match", match},
                      {"gw4", peer.addr4.addr.to_string()},
-                     {"gw6", peer.addr6.addr.to_string()}});
+                     {"gw6", peer.addr6.addr.to_string()},
+                     {"sessions", sessions}});
   }
   j["ports"] = ports;
   j["static"] = statics;

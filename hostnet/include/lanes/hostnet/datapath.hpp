@@ -43,6 +43,7 @@ class Datapath {
 
   static testbed::Result<Datapath> open_and_load();
   testbed::Status configure(const DatapathConfig& cfg);
+  // A NIC that comes back starts a new epoch: open flows rebalance onto it.
   testbed::Status set_nic_up(int nic, bool up);
   // tc ingress of IFINDEX in the calling thread's namespace
   testbed::Status attach_egress(int ifindex);

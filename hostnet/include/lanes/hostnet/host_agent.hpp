@@ -32,6 +32,9 @@ struct HostAgentConfig {
   std::string mode = "ecmp";  // egress mode: single, ecmp, bpf, bpf-numa
   std::string container_netns;
   std::string task4, task6;
+  // the container's egress groups: a NIC back after this long gets busy
+  // buckets too (the rack's unbalanced-timer)
+  uint32_t unbalanced_timer_s = 1;
   std::vector<Nic> nics;
 
   // The host agent's config file (host_agent_files(...).config).
@@ -44,6 +47,10 @@ struct HostAgentFiles {
   std::string config;  // <run>/hosts/<host>/host-agent.json (HostAgentConfig)
   std::string state;   // <run>/hosts/<host>/host-agent-state.json (HostAgent::state)
 };
+
+// The container's egress groups (1000 IPv4, 1001 IPv6): 64 buckets, idle
+// after 60 s, and the given unbalanced timer.
+testbed::ResilientParams egress_group_params(uint32_t unbalanced_timer_s);
 
 HostAgentFiles host_agent_files(const testbed::RunLayout& run, const std::string& host);
 

@@ -1,11 +1,13 @@
 #pragma once
 // The VIP injector's BGP speaker: its sessions to the rack switch (one per
-// NIC, or one carrying an ADD-PATH path per NIC), each a socket-free
+// NIC, or two — on NICs 0 and 1 — each carrying an ADD-PATH path per NIC,
+// so that no single NIC takes every path with it), each a socket-free
 // Session driven over a socket on the daemon's event loop, and what they
 // announce: the task IP with one next hop per NIC that has carrier. A NIC
-// that loses carrier has its next hop withdrawn at once; it is announced
-// again when the NIC returns. stop() withdraws everything, then closes with
-// a Cease.
+// that loses carrier has its next hop withdrawn at once and the session
+// riding it closed; when the NIC returns, that session is dialled at once
+// and the next hop announced again. stop() withdraws everything, then
+// closes with a Cease.
 
 #include <chrono>
 #include <map>
@@ -34,6 +36,7 @@ struct SpeakerConfig {
   struct Peering {
     std::string local, peer;  // addresses
     std::vector<int> nics;    // NICs this session announces
+    std::string eth;          // the NIC it rides: closed when that NIC loses carrier
     bool operator==(const Peering&) const = default;
   };
   std::string host;
@@ -81,6 +84,7 @@ class Speaker {
   void dial(Peer& p, Clock::time_point now);
   void on_socket(Peer& p, uint32_t events);
   void lost(Peer& p, const std::string& why);
+  bool rides_up_nic(const Peer& p) const;
 
   SpeakerConfig cfg_;
   testbed::EventLoop& loop_;

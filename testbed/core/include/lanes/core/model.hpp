@@ -91,6 +91,9 @@ struct Node {
 struct SwitchParams {
   uint16_t buckets = 128;        // resilient group size per task IP
   uint32_t idle_timer_s = 120;   // resilient group idle timer
+  // a group left unbalanced this long (a next hop came back) moves busy
+  // buckets onto the returned member too; 0 = only idle buckets move
+  uint32_t unbalanced_timer_s = 1;
   uint32_t max_prefixes = 4;     // per host session and address family
   uint32_t hold_time_s = 9;      // BGP hold time offered to the hosts
 };
@@ -133,5 +136,15 @@ struct Topology {
   std::vector<int> links_of(int node) const;
   size_t count(NodeKind k) const;
 };
+
+// ADD-PATH mode runs this many injector sessions (on NICs 0 and 1), each
+// carrying every NIC's path: the loss of any one NIC leaves a session that
+// withdraws exactly that NIC's path.
+inline constexpr int kAddPathSessions = 2;
+// Whether a host's VIP injector has a session on NIC `nic`: every NIC in
+// per-NIC mode, the first kAddPathSessions in ADD-PATH mode.
+bool has_injector_session(const Node& host, int nic);
+// The address that session uses: the job container's address for the NIC.
+std::string injector_session_address(const Node& host, int nic);
 
 }  // namespace lanes::testbed

@@ -26,6 +26,11 @@ struct AgentPort {
   std::string peer;                 // node name on the other side
   std::vector<std::string> match;   // BGP next hops this port stands for
   std::string gw4, gw6;
+  // gobgpd neighbors whose sessions ride this port (the hosts' injectors):
+  // reset the moment it loses carrier, as switches do for directly
+  // connected eBGP peers ("fast external fallover"), so the session is
+  // ready to come back the moment the NIC does
+  std::vector<std::string> sessions;
 };
 
 struct AgentStatic {
@@ -99,8 +104,9 @@ class FibAgent {
   // it; an empty set withdraws the prefix.
   void update(const std::string& prefix, const std::vector<std::string>& nexthops);
   // A port's carrier changed (the kernel drops a port's next hops when its
-  // carrier goes; they return through the agent).
-  void link_changed(const std::string& ifname, bool carrier);
+  // carrier goes; they return through the agent). Returns the sessions to
+  // reset: those riding a port that has just lost carrier.
+  std::vector<std::string> link_changed(const std::string& ifname, bool carrier);
 
   // Stale mode (gobgpd lost): nothing is removed from the kernel; updates
   // only add. reconcile() ends it with the complete RIB.

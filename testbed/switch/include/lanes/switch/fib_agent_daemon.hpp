@@ -30,6 +30,7 @@ class FibAgentDaemon {
   int run();
 
  private:
+  void link_changed(const std::string& ifname, bool carrier);
   void save();
   void on_stream();
   void try_connect(Clock::time_point now);

@@ -29,8 +29,5 @@ std::vector<SwitchNeighbor> switch_neighbors(const Topology& topo, int node);
 std::string render_gobgp_config(const Topology& topo, int node);
 // The FIB agent's configuration for NODE.
 nlohmann::json render_agent_config(const Topology& topo, int node);
-// The address a host's injector session uses on NIC `nic` (per-NIC mode),
-// or on NIC 0 (ADD-PATH mode): the job container's address for that NIC.
-std::string injector_session_address(const Node& host, int nic);
 
 }  // namespace lanes::testbed
