@@ -51,8 +51,8 @@ TEST_CASE("live assertions: every type is registered once and declares its attri
     CHECK_FALSE(a->attrs().empty());
     CHECK(find_live_assertion(a->type()) == a);
   }
-  CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "no-task-routes",
-                                       "hijack-rejected"});
+  CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "rate-recovery",
+                                       "rate-share", "no-task-routes", "hijack-rejected"});
   CHECK(find_live_assertion("throughput-ratio") == nullptr);  // a post-run assertion
 }
 
@@ -184,4 +184,94 @@ TEST_CASE("live assertion rate-ratio: the host's NICs between two marks against 
   CHECK(a.passed);
   CHECK(a.measured.rfind("0.75", 0) == 0);
   CHECK(ctx.figures.at("rate_ratio_h1") == Approx(0.75));
+}
+
+namespace {
+// h1's four NICs, 0.1 s samples: 1 Gbit/s on each for 2 s, NIC 2 at 0 from
+// 2 s to 4 s (the others 1.33), then NIC 2 back at 0.2 and climbing by
+// 0.2 per sample to 1 from 4 s on
+std::vector<lanes::reports::Series> rejoin_series() {
+  std::vector<lanes::reports::Series> out;
+  for (int n = 0; n < 4; ++n) {
+    lanes::reports::Series s;
+    s.name = "h1 nic" + std::to_string(n) + " rx";
+    s.interval_s = 0.1;
+    for (int i = 0; i < 80; ++i) {
+      double v = 1.0;
+      if (i >= 20 && i < 40) v = n == 2 ? 0.0 : 4.0 / 3;
+      if (i >= 40 && n == 2) v = std::min(1.0, 0.2 * (i - 39));
+      if (i >= 40 && n != 2) v = std::max(1.0, 4.0 / 3 - 0.2 * (i - 39) / 3);
+      s.values.push_back(v);
+    }
+    s.name = "h1 nic" + std::to_string(n) + " rx";
+    out.push_back(s);
+    s.name = "h1 nic" + std::to_string(n) + " tx";  // the other direction: idle
+    s.values.assign(80, 0.0);
+    out.push_back(s);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("live assertion rate-recovery: the time until the rate is back at 95%, failing past max=", "[unit]") {
+  Rig r("laptop.xml");
+  auto ctx = r.context();
+  ctx.series = rejoin_series;
+  ctx.marks = {{"start", 0.0}, {"down", 2.0}, {"up", 4.0}};
+  // the total is 4 throughout but for the sample-by-sample climb of NIC 2
+  // (the others do not drop below 1 while it climbs: the total dips to 3.2+)
+  auto st = r.step("rate-recovery", {{"host", "h1"}, {"after", "up"}, {"base-from", "start"}, {"base-to", "down"},
+                                     {"max", "2s"}, {"window", "200ms"}});
+  auto a = RateRecovery().check(st, ctx);
+  CHECK(a.passed);
+  REQUIRE(ctx.figures.count("rate_recovery_s_h1"));
+  double t = ctx.figures["rate_recovery_s_h1"];
+  CHECK(t >= 0.0);
+  CHECK(t <= 0.5);
+  // the tx side never carried anything: never back, a failure that says so
+  st.attrs["direction"] = "tx";
+  auto never = RateRecovery().check(st, ctx);
+  CHECK_FALSE(never.passed);
+  // a rate that stays at three quarters never reaches 95%
+  ctx.series = [] {
+    auto s = rejoin_series();
+    for (auto& x : s)
+      if (x.name == "h1 nic2 rx")
+        for (size_t i = 40; i < x.values.size(); ++i) x.values[i] = 0;
+    for (auto& x : s)
+      if (x.name != "h1 nic2 rx" && x.name.find(" rx") != std::string::npos)
+        for (size_t i = 40; i < x.values.size(); ++i) x.values[i] = 1.0;
+    return s;
+  };
+  st.attrs["direction"] = "rx";
+  CHECK_FALSE(RateRecovery().check(st, ctx).passed);
+  // and a missing mark is no pass
+  ctx.marks.erase("up");
+  auto nomark = RateRecovery().check(st, ctx);
+  CHECK_FALSE(nomark.passed);
+  CHECK(nomark.measured == "a mark it reads was never set");
+}
+
+TEST_CASE("recovery_time: first window at the target, none when the samples end first", "[unit]") {
+  std::vector<double> total = {4, 4, 0, 0, 1, 2, 3, 4, 4, 4};
+  auto t = recovery_time(total, 0.1, 0.2, 3.8, 0.2);
+  REQUIRE(t);
+  CHECK(*t == Approx(0.5));  // samples 7 and 8 (0.7 .. 0.9 s) are the first pair at 4
+  CHECK_FALSE(recovery_time(total, 0.1, 0.2, 4.5, 0.2));
+  CHECK_FALSE(recovery_time({}, 0.1, 0.0, 1, 0.2));
+}
+
+TEST_CASE("live assertion rate-share: each NIC's part of the rate in a window", "[unit]") {
+  Rig r("laptop.xml");
+  auto ctx = r.context();
+  ctx.series = rejoin_series;
+  ctx.marks = {{"start", 0.0}, {"down", 2.0}, {"up", 4.0}, {"end", 8.0}};
+  auto even = RateShare().check(r.step("rate-share", {{"host", "h1"}, {"from", "up+2s"}, {"to", "end"}}), ctx);
+  CHECK(even.passed);
+  CHECK(even.measured == "nic0 25.0% nic1 25.0% nic2 25.0% nic3 25.0%");
+  CHECK(ctx.figures["rate_share_h1_nic2"] == Approx(25.0));
+  // while NIC 2 was down its share was 0
+  auto down = RateShare().check(r.step("rate-share", {{"host", "h1"}, {"from", "down"}, {"to", "up"}}), ctx);
+  CHECK_FALSE(down.passed);
+  CHECK(down.measured.find("nic2 0.0%") != std::string::npos);
 }

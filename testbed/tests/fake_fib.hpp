@@ -23,6 +23,8 @@ class FakeFib : public KernelFib {
   std::map<std::string, int> ifindexes;
   std::map<uint32_t, std::pair<int, std::string>> nhs;  // id → oif, gw
   std::map<uint32_t, std::vector<uint32_t>> groups;
+  std::map<uint32_t, std::map<uint32_t, uint16_t>> weights;  // group → member → weight
+  std::map<uint32_t, std::vector<BucketInfo>> bucket_activity;  // what buckets() says
   std::map<std::string, uint32_t> routes_;  // prefix → group
   std::set<int> down;                        // oifs without carrier
   int group_writes = 0, route_writes = 0;
@@ -61,13 +63,23 @@ class FakeFib : public KernelFib {
     nhs[id] = {oif, gw};
     return {};
   }
-  Status set_group(uint32_t id, const std::vector<uint32_t>& m, const ResilientParams&, bool replace) override {
+  Status set_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& m, const ResilientParams&,
+                   bool replace) override {
     if (!replace && groups.count(id)) return os_error(EEXIST, "exists");
-    for (auto x : m)
+    for (auto [x, w] : m)
       if (!nhs.count(x)) return os_error(EINVAL, "no such member");
-    groups[id] = m;
+    groups[id].clear();
+    weights[id].clear();
+    for (auto [x, w] : m) {
+      groups[id].push_back(x);
+      weights[id][x] = w;
+    }
     ++group_writes;
     return {};
+  }
+  Result<std::vector<BucketInfo>> buckets(uint32_t group) override {
+    if (!groups.count(group)) return os_error(ENOENT, "no such group");
+    return bucket_activity[group];
   }
   Status delete_nexthop(uint32_t id) override {
     nhs.erase(id);

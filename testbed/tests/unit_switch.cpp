@@ -169,3 +169,46 @@ TEST_CASE("FIB agent restarted adopts valid routes without touching them", "[uni
   b.update("198.19.0.3/32", {"198.19.1.1"});
   CHECK(k.routes_["198.19.0.3/32"] != g1);
 }
+
+TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop, then evens the weights", "[unit]") {
+  FakeFib k;
+  FibAgent a(four_nic_config(), k);  // unbalanced timer 1 s, the default
+  REQUIRE(a.start().ok());
+  a.update("198.19.0.1/32", kH1);
+  uint32_t g = k.routes_["198.19.0.1/32"];
+  int swp3 = k.ifindexes["swp3"];
+  k.lose_carrier(swp3);
+  (void)a.link_changed("swp3", false);
+  REQUIRE(k.groups[g].size() == 3);
+  // 128 buckets, 32 of them carrying flows
+  std::vector<BucketInfo> b(128);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = {k.groups[g][i % 3], i % 4 == 0 ? 0u : 500u};
+  k.bucket_activity[g] = b;
+  k.down.erase(swp3);
+  auto before = std::chrono::steady_clock::now();
+  (void)a.link_changed("swp3", true);
+  REQUIRE(k.groups[g].size() == 4);
+  // the others want N / (n - 1 + w) = 128 / 16 = 8 buckets each: their busy share
+  uint32_t back = 1000 + 2 * 2;  // swp3 is port 2: h1 nic2's IPv4 next hop
+  CHECK(k.weights[g][back] == 13);
+  for (auto [m, w] : k.weights[g])
+    if (m != back) CHECK(w == 1);
+  auto due = a.next_deadline();
+  REQUIRE(due);
+  CHECK(*due - before >= std::chrono::seconds(1));
+  a.tick(*due - std::chrono::milliseconds(1));
+  CHECK(k.weights[g][back] == 13);  // not yet
+  a.tick(*due);
+  CHECK(k.weights[g][back] == 1);
+  CHECK_FALSE(a.next_deadline());
+  CHECK(a.members("198.19.0.1/32").size() == 4);
+
+  // no flow at all, or a group without an unbalanced timer: a plain replace
+  k.lose_carrier(swp3);
+  (void)a.link_changed("swp3", false);
+  for (auto& x : k.bucket_activity[g]) x.idle_cs = 500;
+  k.down.erase(swp3);
+  (void)a.link_changed("swp3", true);
+  CHECK(k.weights[g][back] == 1);
+  CHECK_FALSE(a.next_deadline());
+}

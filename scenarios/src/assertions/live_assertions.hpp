@@ -1,6 +1,7 @@
 #pragma once
 // The live assertion types (one .cpp each), for the registry and the tests.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,27 @@ class HealthyFlowsKept final : public LiveAssertion {
 
 // host='s NIC rate between from= and to= against base-from= .. base-to=
 class RateRatio final : public LiveAssertion {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  reports::Assertion check(const Step& st, LiveContext& ctx) const override;
+};
+
+// after=, how long until host='s NIC rate (means over window=) is back at
+// fraction= (0.95) of its rate between base-from= and base-to=; at most max=
+class RateRecovery final : public LiveAssertion {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  reports::Assertion check(const Step& st, LiveContext& ctx) const override;
+};
+// The first sample index's time after AFTER_S at which the mean of TOTAL
+// over WINDOW_S reaches TARGET, as seconds after AFTER_S; none if never.
+std::optional<double> recovery_time(const std::vector<double>& total, double interval_s, double after_s,
+                                    double target, double window_s);
+
+// each NIC's share of host='s rate between from= and to= is expected= (100/NICs) ± tolerance= (3)
+class RateShare final : public LiveAssertion {
  public:
   const char* type() const override;
   const Attrs& attrs() const override;

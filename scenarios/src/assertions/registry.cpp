@@ -7,9 +7,12 @@ const std::vector<const LiveAssertion*>& live_assertions() {
   static const MembersAssertion members;
   static const HealthyFlowsKept healthy;
   static const RateRatio rate;
+  static const RateRecovery recovery;
+  static const RateShare share;
   static const NoTaskRoutes containment;
   static const HijackRejected hijack;
-  static const std::vector<const LiveAssertion*> all = {&rate, &healthy, &members, &containment, &hijack};
+  static const std::vector<const LiveAssertion*> all = {&rate,    &recovery,    &share, &healthy,
+                                                        &members, &containment, &hijack};
   return all;
 }
 

@@ -702,7 +702,15 @@ std::pair<uint32_t, std::vector<uint32_t>> Netlink::route_group(const std::strin
 }
 
 Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
-  std::map<uint16_t, uint32_t> buckets;
+  auto b = nexthop_bucket_activity(group);
+  if (!b) return b.error();
+  std::vector<uint32_t> out;
+  for (const auto& x : b.value()) out.push_back(x.nh_id);
+  return out;
+}
+
+Result<std::vector<BucketInfo>> Netlink::nexthop_bucket_activity(uint32_t group) {
+  std::map<uint16_t, BucketInfo> buckets;
   std::string what = fmt::format("listing buckets of nexthop group {} in {}", group, ns_);
   MsgBuilder msg(RTM_GETNEXTHOPBUCKET, NLM_F_REQUEST | NLM_F_DUMP, what);
   nhmsg nhm{};
@@ -715,11 +723,13 @@ Result<std::vector<uint32_t>> Netlink::nexthop_buckets(uint32_t group) {
     nlattr* bt[NHA_RES_BUCKET_MAX + 1] = {};
     if (nla_parse_nested(bt, NHA_RES_BUCKET_MAX, tb[NHA_RES_BUCKET], nullptr) < 0) return;
     if (bt[NHA_RES_BUCKET_INDEX] && bt[NHA_RES_BUCKET_NH_ID])
-      buckets[nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]);
+      buckets[nla_get_u16(bt[NHA_RES_BUCKET_INDEX])] = {
+          nla_get_u32(bt[NHA_RES_BUCKET_NH_ID]),
+          bt[NHA_RES_BUCKET_IDLE_TIME] ? nla_get_u64(bt[NHA_RES_BUCKET_IDLE_TIME]) : 0};
   };
   if (auto st = dump_retrying(sock_.get(), msg.get(), what, parse, [&] { buckets.clear(); }); !st) return st.error();
-  std::vector<uint32_t> out;
-  for (auto& [i, id] : buckets) out.push_back(id);
+  std::vector<BucketInfo> out;
+  for (auto& [i, b] : buckets) out.push_back(b);
   return out;
 }
 

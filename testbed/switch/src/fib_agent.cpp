@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "lanes/core/log.hpp"
 
@@ -36,11 +37,9 @@ Status NetlinkFib::add_nexthop(uint32_t id, int oif, const std::string& gateway)
   return nl_.add_nexthop(id, oif, *gw, /*replace=*/true, kProtoBgp);
 }
 
-Status NetlinkFib::set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
-                             bool replace) {
-  std::vector<std::pair<uint32_t, uint16_t>> m;
-  for (auto x : members) m.emplace_back(x, 1);
-  return nl_.add_nexthop_group(id, m, p, replace, kProtoBgp);
+Status NetlinkFib::set_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members,
+                             const ResilientParams& p, bool replace) {
+  return nl_.add_nexthop_group(id, members, p, replace, kProtoBgp);
 }
 
 namespace {
@@ -197,9 +196,12 @@ void FibAgent::apply(const std::string& prefix) {
     return;
   }
   if (it != installed_.end() && it->second.ports == usable) return;  // nothing to do
-  std::vector<uint32_t> members;
-  for (int p : usable) members.push_back(nexthop_id(p, v6));
+  auto members = weighted(usable, v6);
   if (it != installed_.end()) {
+    if (pull_flows(prefix, it->second, usable, v6)) {
+      it->second.ports = usable;
+      return;
+    }
     ++ops_;
     auto st = k_.set_group(it->second.group, members, cfg_.resilient, /*replace=*/true);
     if (st) {
@@ -234,6 +236,80 @@ void FibAgent::apply(const std::string& prefix) {
   log::debug("{}: installed {} with {} next hops (group {})", cfg_.node, prefix, usable.size(), inst.group);
 }
 
+std::vector<std::pair<uint32_t, uint16_t>> FibAgent::weighted(const std::set<int>& ports, bool v6,
+                                                               const std::set<int>& heavy, uint16_t weight) const {
+  std::vector<std::pair<uint32_t, uint16_t>> m;
+  for (int p : ports) m.emplace_back(nexthop_id(p, v6), heavy.count(p) ? weight : 1);
+  return m;
+}
+
+// A member returns to a group carrying traffic. The kernel balances a
+// resilient group by bucket counts, and with more buckets than flows it
+// balances them with idle buckets alone: the returned member gets buckets
+// but no flow, and stays idle until flows end (seen: for the whole of a
+// restore). So for one unbalanced timer the returned members are weighted
+// to want every idle bucket plus their share of the busy ones; the kernel
+// hands them the idle buckets at once and, the group still unbalanced when
+// the timer expires, the busy buckets it lacks. Then the weights go back to
+// equal and only idle buckets leave the returned members again. The flows
+// that moved may see a moment of reordering; none breaks.
+bool FibAgent::pull_flows(const std::string& prefix, const Installed& inst, const std::set<int>& usable, bool v6) {
+  if (cfg_.resilient.unbalanced_timer_s == 0) return false;
+  std::set<int> back;
+  for (int p : usable)
+    if (!inst.ports.count(p)) back.insert(p);
+  for (int p : inst.ports)
+    if (!usable.count(p)) return false;  // members leave too: a plain replace
+  if (back.empty() || back.size() == usable.size()) return false;
+  auto b = k_.buckets(inst.group);
+  if (!b || b.value().empty()) return false;
+  constexpr uint64_t kBusyCs = 100;  // a packet within the last second
+  double busy = 0, n = static_cast<double>(usable.size()), m = static_cast<double>(back.size());
+  for (const auto& x : b.value()) busy += x.idle_cs < kBusyCs;
+  if (busy == 0) return false;
+  // with weight w on the returned members and 1 on the others, each other
+  // member wants N / (n - m + m·w) buckets: its share of the busy ones
+  double n_buckets = static_cast<double>(b.value().size());
+  double w = (n * n_buckets / busy - (n - m)) / m;
+  auto weight = static_cast<uint16_t>(std::clamp(std::lround(w), 1L, 255L));
+  if (weight <= 1) return false;
+  ++ops_;
+  if (auto st = k_.set_group(inst.group, weighted(usable, v6, back, weight), cfg_.resilient, /*replace=*/true); !st) {
+    note(st.error());
+    return false;
+  }
+  rejoins_[prefix] = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.resilient.unbalanced_timer_s) +
+                     std::chrono::milliseconds(500);
+  log::info("{}: {} has {} next hop(s) back: weight {} for one unbalanced timer, {} of {} buckets busy", cfg_.node,
+            prefix, back.size(), weight, busy, n_buckets);
+  return true;
+}
+
+void FibAgent::tick(std::chrono::steady_clock::time_point now) {
+  for (auto it = rejoins_.begin(); it != rejoins_.end();) {
+    if (it->second > now) {
+      ++it;
+      continue;
+    }
+    auto inst = installed_.find(it->first);
+    if (inst != installed_.end()) {
+      ++ops_;
+      if (auto st = k_.set_group(inst->second.group, weighted(inst->second.ports, is_v6(it->first)), cfg_.resilient,
+                                 /*replace=*/true);
+          !st)
+        note(st.error());
+    }
+    it = rejoins_.erase(it);
+  }
+}
+
+std::optional<std::chrono::steady_clock::time_point> FibAgent::next_deadline() const {
+  std::optional<std::chrono::steady_clock::time_point> next;
+  for (const auto& [prefix, due] : rejoins_)
+    if (!next || due < *next) next = due;
+  return next;
+}
+
 void FibAgent::remove(const std::string& prefix) {
   auto it = installed_.find(prefix);
   if (it == installed_.end()) return;
@@ -243,6 +319,7 @@ void FibAgent::remove(const std::string& prefix) {
   (void)k_.delete_nexthop(it->second.group);
   used_groups_.erase(it->second.group);
   installed_.erase(it);
+  rejoins_.erase(prefix);
   log::debug("{}: removed {}", cfg_.node, prefix);
 }
 

@@ -135,10 +135,12 @@ std::optional<FibAgentDaemon::Clock::time_point> FibAgentDaemon::turn() {
   if (!follower_->connected() && now >= next_try_) try_connect(now);
   if (client_ && !to_originate_.empty() && now >= next_originate_) originate(now);
   auto wake = follower_->tick(Clock::now());
+  agent_.tick(std::chrono::steady_clock::now());
   save();
   // the settle time of a session, read by the state file, ends within a second
   auto next = Clock::now() + std::chrono::seconds(1);
   if (wake) next = std::min(next, *wake);
+  if (auto due = agent_.next_deadline()) next = std::min(next, *due);
   if (!follower_->connected()) next = std::min(next, next_try_);
   if (client_ && !to_originate_.empty()) next = std::min(next, next_originate_);
   return next;

@@ -56,6 +56,13 @@ struct QdiscInfo {
   uint32_t limit_bytes = 0;
 };
 
+// One bucket of a resilient group: its next hop, and how long no packet
+// used it (centiseconds, as the kernel counts).
+struct BucketInfo {
+  uint32_t nh_id = 0;
+  uint64_t idle_cs = 0;
+};
+
 struct NexthopInfo {
   uint32_t id = 0;
   int protocol = 0;
@@ -182,6 +189,8 @@ class Netlink {
   Result<std::vector<NexthopInfo>> nexthops();
   // Bucket index → nexthop id of resilient group GROUP.
   Result<std::vector<uint32_t>> nexthop_buckets(uint32_t group);
+  // Bucket index → next hop and idle time of resilient group GROUP.
+  Result<std::vector<BucketInfo>> nexthop_bucket_activity(uint32_t group);
   // Every resilient group's buckets, in one dump: group id → bucket
   // index → nexthop id.
   Result<std::map<uint32_t, std::vector<uint32_t>>> all_nexthop_buckets();

@@ -60,8 +60,10 @@ class KernelFib {
   virtual Result<std::vector<NexthopInfo>> nexthops() = 0;
   virtual Result<std::vector<RouteEntry>> routes(int family) = 0;
   virtual Status add_nexthop(uint32_t id, int oif, const std::string& gateway) = 0;
-  virtual Status set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
-                           bool replace) = 0;
+  // members {id, weight}
+  virtual Status set_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members,
+                           const ResilientParams& p, bool replace) = 0;
+  virtual Result<std::vector<BucketInfo>> buckets(uint32_t group) = 0;
   virtual Status delete_nexthop(uint32_t id) = 0;
   virtual Status set_route(const std::string& prefix, uint32_t group) = 0;  // create or replace
   virtual Status delete_route(const std::string& prefix) = 0;
@@ -76,8 +78,9 @@ class NetlinkFib : public KernelFib {
   Result<std::vector<NexthopInfo>> nexthops() override { return nl_.nexthops(); }
   Result<std::vector<RouteEntry>> routes(int family) override { return nl_.route_entries(family); }
   Status add_nexthop(uint32_t id, int oif, const std::string& gateway) override;
-  Status set_group(uint32_t id, const std::vector<uint32_t>& members, const ResilientParams& p,
+  Status set_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members, const ResilientParams& p,
                    bool replace) override;
+  Result<std::vector<BucketInfo>> buckets(uint32_t group) override { return nl_.nexthop_bucket_activity(group); }
   Status delete_nexthop(uint32_t id) override { return nl_.delete_nexthop(id); }
   Status set_route(const std::string& prefix, uint32_t group) override;
   Status delete_route(const std::string& prefix) override;
@@ -119,6 +122,10 @@ class FibAgent {
   // Ports (names) in PREFIX's installed group.
   std::vector<std::string> members(const std::string& prefix) const;
   uint64_t kernel_ops() const { return ops_; }
+  // Rejoins whose weighted phase is over by NOW end (the returned members
+  // back at equal weight); the next time one is due.
+  void tick(std::chrono::steady_clock::time_point now);
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
@@ -131,10 +138,15 @@ class FibAgent {
   uint32_t nexthop_id(int port, bool v6) const { return kNexthopIdBase + static_cast<uint32_t>(port) * 2 + (v6 ? 1 : 0); }
   bool ensure_nexthop(int port, bool v6);
   void apply(const std::string& prefix);
+  bool pull_flows(const std::string& prefix, const Installed& inst, const std::set<int>& usable, bool v6);
+  std::vector<std::pair<uint32_t, uint16_t>> weighted(const std::set<int>& ports, bool v6,
+                                                      const std::set<int>& heavy = {}, uint16_t weight = 1) const;
   void remove(const std::string& prefix);
   uint32_t new_group_id();
   void note(const std::system_error& e);
 
+  // prefix → when its rejoin's weighted phase ends
+  std::map<std::string, std::chrono::steady_clock::time_point> rejoins_;
   AgentConfig cfg_;
   KernelFib& k_;
   std::vector<int> oif_;            // per port
