@@ -52,8 +52,11 @@ int main(int argc, char** argv) {
   lg::info("{}: host agent ready ({} NICs, egress {})", cfg.host, agent.value()->nic_count(), cfg.mode);
   // the datapath's counters change without an event: read once a second
   loop.run([&] {
+    agent.value()->tick(EventLoop::Clock::now());
     state_file.publish(agent.value()->state());
-    return std::optional(EventLoop::Clock::now() + std::chrono::seconds(1));
+    auto next = EventLoop::Clock::now() + std::chrono::seconds(1);
+    if (auto due = agent.value()->next_deadline()) next = std::min(next, *due);
+    return std::optional(next);
   });
   lg::info("{}: stopping; the datapath stays attached", cfg.host);
   return 0;

@@ -7,6 +7,7 @@
 
 #include "lanes/core/log.hpp"
 #include "lanes/core/netns.hpp"
+#include "lanes/core/rejoin.hpp"
 
 namespace lanes::hostnet {
 
@@ -130,6 +131,25 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
   return a;
 }
 
+// The host's routes through NIC S that a down device lost: its own table's
+// default route out of the NIC, or (JOB) the route to the job's NIC
+// addresses through the container link.
+void HostAgent::restore_routes(const Nic& s, bool job) {
+  for (bool v6 : {false, true}) {
+    auto net = IpNet::parse(v6 ? s.job6 : s.job4);
+    auto cont = parse_ip(v6 ? s.cont_side6 : s.cont_side4), gw = parse_ip(v6 ? s.gw6 : s.gw4);
+    if (!net || !cont || !gw) {
+      lg::warn("{}: {}'s addresses in the config are not addresses", cfg_.host, s.ifname);
+      continue;
+    }
+    Route r = job ? Route{*net, std::vector<Via>{{*cont, s.jnic_idx, 1}}}
+                  : Route{IpNet::default_route(v6 ? AF_INET6 : AF_INET), std::vector<Via>{{*gw, s.nic_idx, 1}}};
+    if (!job) r.table = s.table;
+    r.replace = true;
+    if (auto st = hnl_.add_route(r); !st) lg::warn("{}", st.error().what());
+  }
+}
+
 void HostAgent::link_changed(const std::string& ifname, bool up) {
   for (auto& s : nics_)
     if (s.ifname == ifname && up != s.up) apply(s, up);
@@ -138,43 +158,57 @@ void HostAgent::link_changed(const std::string& ifname, bool up) {
 // A NIC's state reaches its container link, the container's group and the datapath.
 void HostAgent::apply(Nic& s, bool up) {
   s.up = up;
+  // the egress groups change with every NIC (the kernel drops a link's next
+  // hops with it): their buckets' idle times count from the last change
+  auto now = std::chrono::steady_clock::now();
+  bool settled = now - changed_ >= kBusyWindow;
+  changed_ = now;
   if (dp_) (void)dp_->set_nic_up(s.index, up);
+  // taking a device down flushes the routes through it. NIC k's own table
+  // first: the container link comes up next, and what the job sends from
+  // its NIC-k address at once (the injector dials the moment it sees
+  // carrier) must find its way out of NIC k, not out of another NIC
+  if (up && s.table) restore_routes(s, false);
   if (auto st = hnl_.set_link_up(s.jnic_idx, up, s.jnic); !st) lg::warn("{}", st.error().what());
-  if (up) {
-    // taking a device down flushes the routes through it: restore the
-    // host's routes to the job's NIC-k addresses and NIC k's own table
-    for (bool v6 : {false, true}) {
-      auto job = IpNet::parse(v6 ? s.job6 : s.job4);
-      auto cont = parse_ip(v6 ? s.cont_side6 : s.cont_side4), gw = parse_ip(v6 ? s.gw6 : s.gw4);
-      if (!job || !cont || !gw) {
-        lg::warn("{}: {}'s addresses in the config are not addresses", cfg_.host, s.ifname);
-        continue;
-      }
-      Route jr{*job, std::vector<Via>{{*cont, s.jnic_idx, 1}}};
-      jr.replace = true;
-      if (auto st = hnl_.add_route(jr); !st) lg::warn("{}", st.error().what());
-      Route out{IpNet::default_route(v6 ? AF_INET6 : AF_INET), std::vector<Via>{{*gw, s.nic_idx, 1}}};
-      out.table = s.table;
-      out.replace = true;
-      if (s.table)
-        if (auto st = hnl_.add_route(out); !st) lg::warn("{}", st.error().what());
-    }
-  }
+  if (up) restore_routes(s, true);
   if (up && cfg_.mode != "single") {
     // the kernel dropped the container's next hops with the link; restore them
     (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true);
     (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true);
-    std::vector<std::pair<uint32_t, uint16_t>> m4, m6;
-    for (const auto& o : nics_)
-      if (o.up) {
-        m4.emplace_back(1 + static_cast<uint32_t>(o.index), 1);
-        m6.emplace_back(101 + static_cast<uint32_t>(o.index), 1);
-      }
-    ResilientParams rp = egress_group_params(cfg_.unbalanced_timer_s);
-    if (auto st = cnl_.add_nexthop_group(1000, m4, rp, true); !st) lg::warn("{}", st.error().what());
-    if (auto st = cnl_.add_nexthop_group(1001, m6, rp, true); !st) lg::warn("{}", st.error().what());
+    set_egress_groups(settled ? &s : nullptr);
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
+}
+
+// The container's egress groups over the up NICs. RETURNED, if given, has
+// just come back: for one unbalanced timer it weighs enough to take its
+// share of the busy buckets too (core/rejoin.hpp), then tick() evens it.
+void HostAgent::set_egress_groups(const Nic* returned) {
+  ResilientParams rp = egress_group_params(cfg_.unbalanced_timer_s);
+  size_t up = 0;
+  for (const auto& o : nics_) up += o.up;
+  bool weighted = false;
+  for (uint32_t base : {1u, 101u}) {
+    uint32_t group = base == 1 ? 1000 : 1001;
+    uint16_t w = 1;
+    if (returned && cfg_.unbalanced_timer_s > 0)
+      if (auto b = cnl_.nexthop_bucket_activity(group)) w = rejoin_weight(b.value(), up, 1);
+    std::vector<std::pair<uint32_t, uint16_t>> m;
+    for (const auto& o : nics_)
+      if (o.up) m.emplace_back(base + static_cast<uint32_t>(o.index), returned && o.index == returned->index ? w : 1);
+    if (auto st = cnl_.add_nexthop_group(group, m, rp, true); !st) lg::warn("{}", st.error().what());
+    weighted = weighted || w > 1;
+  }
+  if (weighted) {
+    evening_ = std::chrono::steady_clock::now() + rejoin_phase(cfg_.unbalanced_timer_s);
+    lg::info("{}: {} back: weighted in the egress groups for one unbalanced timer", cfg_.host, returned->ifname);
+  }
+}
+
+void HostAgent::tick(std::chrono::steady_clock::time_point now) {
+  if (!evening_ || *evening_ > now) return;
+  evening_.reset();
+  set_egress_groups(nullptr);
 }
 
 nlohmann::json HostAgent::state() const {

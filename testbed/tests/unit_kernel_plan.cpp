@@ -34,12 +34,14 @@ TEST_CASE("fabric plan of laptop.xml: a veth pair, addresses and neighbours per 
     CHECK(ups[k].first == ns(l.b.node));
     CHECK(ups[k].second.index == p.ifindex.at({l.b.node, l.b.ifname}));
   }
-  // interface indexes: from 100 up, unique on each node
+  // interface indexes: from 100 up, unique on each node, and never the
+  // index of the link's other end (the kernel would batch its carrier changes)
   std::map<int, std::set<int>> used;
   for (const auto& [where, idx] : p.ifindex) {
     CHECK(idx >= 100);
     CHECK(used[where.first].insert(idx).second);
   }
+  for (const auto& l : t.links) CHECK(p.ifindex.at({l.a.node, l.a.ifname}) != p.ifindex.at({l.b.node, l.b.ifname}));
   // addresses: /31 and /127 on both ends; a permanent neighbour per end and family
   CHECK(p.addresses.all<change::Address>().size() == t.links.size() * 4);
   CHECK(p.addresses.all<change::Neighbor>().size() == t.links.size() * 4);

@@ -5,6 +5,7 @@
 
 #include "fake_fib.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/core/rejoin.hpp"
 #include "lanes/switch/fib_agent.hpp"
 #include "lanes/switch/switch_config.hpp"
 #include "support.hpp"
@@ -173,8 +174,11 @@ TEST_CASE("FIB agent restarted adopts valid routes without touching them", "[uni
 TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop, then evens the weights", "[unit]") {
   FakeFib k;
   FibAgent a(four_nic_config(), k);  // unbalanced timer 1 s, the default
+  auto clock = std::chrono::steady_clock::now();
+  a.set_clock([&] { return clock; });
   REQUIRE(a.start().ok());
   a.update("198.19.0.1/32", kH1);
+  clock += std::chrono::seconds(5);
   uint32_t g = k.routes_["198.19.0.1/32"];
   int swp3 = k.ifindexes["swp3"];
   k.lose_carrier(swp3);
@@ -185,7 +189,16 @@ TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop,
   for (size_t i = 0; i < b.size(); ++i) b[i] = {k.groups[g][i % 3], i % 4 == 0 ? 0u : 500u};
   k.bucket_activity[g] = b;
   k.down.erase(swp3);
-  auto before = std::chrono::steady_clock::now();
+  // back within a second of the group's last change: idle times say
+  // nothing yet, so a plain replace
+  (void)a.link_changed("swp3", true);
+  CHECK(k.weights[g][1000 + 2 * 2] == 1);
+  CHECK_FALSE(a.next_deadline());
+  k.lose_carrier(swp3);
+  (void)a.link_changed("swp3", false);
+  clock += std::chrono::seconds(10);
+  k.down.erase(swp3);
+  auto before = clock;
   (void)a.link_changed("swp3", true);
   REQUIRE(k.groups[g].size() == 4);
   // the others want N / (n - 1 + w) = 128 / 16 = 8 buckets each: their busy share
@@ -206,9 +219,26 @@ TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop,
   // no flow at all, or a group without an unbalanced timer: a plain replace
   k.lose_carrier(swp3);
   (void)a.link_changed("swp3", false);
+  clock += std::chrono::seconds(10);
   for (auto& x : k.bucket_activity[g]) x.idle_cs = 500;
   k.down.erase(swp3);
   (void)a.link_changed("swp3", true);
   CHECK(k.weights[g][back] == 1);
   CHECK_FALSE(a.next_deadline());
+}
+
+TEST_CASE("rejoin_weight: a returned member's weight is its share of the busy buckets", "[unit]") {
+  auto buckets = [](size_t n, size_t busy) {
+    std::vector<BucketInfo> b(n, BucketInfo{1, 500});
+    for (size_t i = 0; i < busy; ++i) b[i].idle_cs = 0;
+    return b;
+  };
+  CHECK(rejoin_weight(buckets(128, 32), 4, 1) == 13);  // others want 128 / 16 = 8: a quarter of 32
+  CHECK(rejoin_weight(buckets(128, 32), 4, 2) == 7);   // others want 128 / 16 = 8 again
+  CHECK(rejoin_weight(buckets(64, 16), 4, 1) == 13);
+  CHECK(rejoin_weight(buckets(128, 128), 4, 1) == 1);  // every bucket busy: the kernel moves busy ones anyway
+  CHECK(rejoin_weight(buckets(128, 0), 4, 1) == 1);    // nothing to move
+  CHECK(rejoin_weight(buckets(128, 32), 4, 4) == 1);   // all returning: nothing to take from
+  CHECK(rejoin_weight(buckets(128, 1), 16, 1) == 255); // bounded by the kernel's weights
+  CHECK(rejoin_weight({}, 4, 1) == 1);
 }

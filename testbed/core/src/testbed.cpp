@@ -22,7 +22,8 @@ std::chrono::microseconds since(Clock::time_point t) {
 
 // Interface indexes lanes assigns in its namespaces start here, above the
 // fallback tunnel devices the kernel may create in a new namespace.
-constexpr int kFirstIfindex = 100;
+constexpr int kFirstIfindex = 100;      // side A of each link
+constexpr int kFirstIfindexB = 100000;  // side B: never the index of its peer
 
 }  // namespace
 
@@ -66,12 +67,17 @@ std::vector<Sysctl> node_sysctls(NodeKind kind) {
 FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
   FabricPlan p;
   auto ns = [&](int node) { return RunRegistry::netns_name(run_id, topo.nodes.at(static_cast<size_t>(node)).name); };
-  // interface indexes chosen here, from kFirstIfindex up on each node in link order
-  std::vector<int> next_index(topo.nodes.size(), kFirstIfindex);
+  // interface indexes chosen here, in link order on each node: side A from
+  // kFirstIfindex up, side B from kFirstIfindexB up, so the two ends of a
+  // link never share one. A veth whose peer has its own index has its
+  // carrier changes handled as non-urgent by the kernel (linkwatch), up to
+  // a second late: a switch port would see its host NIC go or return that
+  // much after the host does, and drop what it sends meanwhile.
+  std::vector<int> next_a(topo.nodes.size(), kFirstIfindex), next_b(topo.nodes.size(), kFirstIfindexB);
   std::vector<std::pair<int, int>> index(topo.links.size());
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
-    index[k] = {next_index[static_cast<size_t>(l.a.node)]++, next_index[static_cast<size_t>(l.b.node)]++};
+    index[k] = {next_a[static_cast<size_t>(l.a.node)]++, next_b[static_cast<size_t>(l.b.node)]++};
     p.ifindex[{l.a.node, l.a.ifname}] = index[k].first;
     p.ifindex[{l.b.node, l.b.ifname}] = index[k].second;
     // side B placed directly in its namespace; only side A can come up in

@@ -3,9 +3,9 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "lanes/core/log.hpp"
+#include "lanes/core/rejoin.hpp"
 
 namespace lanes::testbed {
 
@@ -126,6 +126,7 @@ Status FibAgent::start() {
       if (it == by_id.end() || !it->second.is_group) continue;
       Installed inst;
       inst.group = r.nh_id;
+      inst.changed = now_();
       for (auto [m, w] : it->second.members) {
         (void)w;
         if (m >= kNexthopIdBase && m < kNexthopIdBase + 2 * cfg_.ports.size())
@@ -200,12 +201,14 @@ void FibAgent::apply(const std::string& prefix) {
   if (it != installed_.end()) {
     if (pull_flows(prefix, it->second, usable, v6)) {
       it->second.ports = usable;
+      it->second.changed = now_();
       return;
     }
     ++ops_;
     auto st = k_.set_group(it->second.group, members, cfg_.resilient, /*replace=*/true);
     if (st) {
       it->second.ports = usable;
+      it->second.changed = now_();
       log::debug("{}: {} now has {} next hops", cfg_.node, prefix, usable.size());
       return;
     }
@@ -218,6 +221,7 @@ void FibAgent::apply(const std::string& prefix) {
   }
   Installed inst;
   inst.group = new_group_id();
+  inst.changed = now_();
   ++ops_;
   if (auto st = k_.set_group(inst.group, members, cfg_.resilient, /*replace=*/true); !st) {
     note(st.error());
@@ -243,18 +247,12 @@ std::vector<std::pair<uint32_t, uint16_t>> FibAgent::weighted(const std::set<int
   return m;
 }
 
-// A member returns to a group carrying traffic. The kernel balances a
-// resilient group by bucket counts, and with more buckets than flows it
-// balances them with idle buckets alone: the returned member gets buckets
-// but no flow, and stays idle until flows end (seen: for the whole of a
-// restore). So for one unbalanced timer the returned members are weighted
-// to want every idle bucket plus their share of the busy ones; the kernel
-// hands them the idle buckets at once and, the group still unbalanced when
-// the timer expires, the busy buckets it lacks. Then the weights go back to
-// equal and only idle buckets leave the returned members again. The flows
-// that moved may see a moment of reordering; none breaks.
+// A member returns to a group carrying traffic: its share of the flows
+// comes with it (core/rejoin.hpp).
 bool FibAgent::pull_flows(const std::string& prefix, const Installed& inst, const std::set<int>& usable, bool v6) {
-  if (cfg_.resilient.unbalanced_timer_s == 0) return false;
+  // a bucket's idle time counts from its group's last change: only a group
+  // left alone for a while tells busy buckets from fresh ones
+  if (cfg_.resilient.unbalanced_timer_s == 0 || now_() - inst.changed < kBusyWindow) return false;
   std::set<int> back;
   for (int p : usable)
     if (!inst.ports.count(p)) back.insert(p);
@@ -262,26 +260,17 @@ bool FibAgent::pull_flows(const std::string& prefix, const Installed& inst, cons
     if (!usable.count(p)) return false;  // members leave too: a plain replace
   if (back.empty() || back.size() == usable.size()) return false;
   auto b = k_.buckets(inst.group);
-  if (!b || b.value().empty()) return false;
-  constexpr uint64_t kBusyCs = 100;  // a packet within the last second
-  double busy = 0, n = static_cast<double>(usable.size()), m = static_cast<double>(back.size());
-  for (const auto& x : b.value()) busy += x.idle_cs < kBusyCs;
-  if (busy == 0) return false;
-  // with weight w on the returned members and 1 on the others, each other
-  // member wants N / (n - m + m·w) buckets: its share of the busy ones
-  double n_buckets = static_cast<double>(b.value().size());
-  double w = (n * n_buckets / busy - (n - m)) / m;
-  auto weight = static_cast<uint16_t>(std::clamp(std::lround(w), 1L, 255L));
+  if (!b) return false;
+  uint16_t weight = rejoin_weight(b.value(), usable.size(), back.size());
   if (weight <= 1) return false;
   ++ops_;
   if (auto st = k_.set_group(inst.group, weighted(usable, v6, back, weight), cfg_.resilient, /*replace=*/true); !st) {
     note(st.error());
     return false;
   }
-  rejoins_[prefix] = std::chrono::steady_clock::now() + std::chrono::seconds(cfg_.resilient.unbalanced_timer_s) +
-                     std::chrono::milliseconds(500);
-  log::info("{}: {} has {} next hop(s) back: weight {} for one unbalanced timer, {} of {} buckets busy", cfg_.node,
-            prefix, back.size(), weight, busy, n_buckets);
+  rejoins_[prefix] = now_() + rejoin_phase(cfg_.resilient.unbalanced_timer_s);
+  log::info("{}: {} has {} next hop(s) back: weight {} for one unbalanced timer", cfg_.node, prefix, back.size(),
+            weight);
   return true;
 }
 
@@ -335,7 +324,7 @@ std::vector<std::string> FibAgent::link_changed(const std::string& ifname, bool 
       nexthops_up_.erase(nexthop_id(p, true));
       std::vector<std::string> emptied;
       for (auto& [prefix, inst] : installed_) {
-        inst.ports.erase(p);
+        if (inst.ports.erase(p)) inst.changed = now_();
         if (inst.ports.empty()) emptied.push_back(prefix);
       }
       for (const auto& prefix : emptied) {

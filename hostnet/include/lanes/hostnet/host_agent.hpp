@@ -6,6 +6,7 @@
 // program's choices; when it returns, so do the link and its next hops).
 // lanes-host-agent runs it on its event loop.
 
+#include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -66,6 +67,10 @@ class HostAgent {
   // kernel's to tell: lanes status and the runner read them over netlink).
   nlohmann::json state() const;
   size_t nic_count() const { return nics_.size(); }
+  // A returned NIC's weighted phase in the egress groups ends by NOW; the
+  // time it is due, if one is pending.
+  void tick(std::chrono::steady_clock::time_point now);
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return evening_; }
 
  private:
   struct Nic : HostAgentConfig::Nic {
@@ -75,11 +80,15 @@ class HostAgent {
   HostAgent(HostAgentConfig cfg, testbed::Netlink host, testbed::Netlink container)
       : cfg_(std::move(cfg)), hnl_(std::move(host)), cnl_(std::move(container)) {}
   void apply(Nic& s, bool up);
+  void restore_routes(const Nic& s, bool job);
+  void set_egress_groups(const Nic* returned);
 
   HostAgentConfig cfg_;
   testbed::Netlink hnl_, cnl_;
   std::vector<Nic> nics_;
   std::optional<Datapath> dp_;
+  std::optional<std::chrono::steady_clock::time_point> evening_;  // the egress groups' weights go even
+  std::chrono::steady_clock::time_point changed_ = std::chrono::steady_clock::now();  // a NIC's last change
 };
 
 }  // namespace lanes::hostnet

@@ -9,6 +9,7 @@
 // what it installed before and leaves valid routes alone.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -126,12 +127,15 @@ class FibAgent {
   // back at equal weight); the next time one is due.
   void tick(std::chrono::steady_clock::time_point now);
   std::optional<std::chrono::steady_clock::time_point> next_deadline() const;
+  // The agent's clock (tests pass their own).
+  void set_clock(std::function<std::chrono::steady_clock::time_point()> now) { now_ = std::move(now); }
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:
   struct Installed {
     uint32_t group = 0;
     std::set<int> ports;  // member ports (indexes into cfg_.ports)
+    std::chrono::steady_clock::time_point changed;  // its members last set (or adopted)
   };
   static bool is_v6(const std::string& prefix) { return prefix.find(':') != std::string::npos; }
   std::optional<int> port_of(const std::string& nexthop) const;
@@ -145,6 +149,7 @@ class FibAgent {
   uint32_t new_group_id();
   void note(const std::system_error& e);
 
+  std::function<std::chrono::steady_clock::time_point()> now_ = [] { return std::chrono::steady_clock::now(); };
   // prefix → when its rejoin's weighted phase ends
   std::map<std::string, std::chrono::steady_clock::time_point> rejoins_;
   AgentConfig cfg_;

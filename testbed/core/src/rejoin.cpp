@@ -1,0 +1,18 @@
+#include "lanes/core/rejoin.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace lanes::testbed {
+
+uint16_t rejoin_weight(const std::vector<BucketInfo>& buckets, size_t members, size_t returned) {
+  if (buckets.empty() || returned == 0 || returned >= members) return 1;
+  double busy = 0;
+  for (const auto& b : buckets) busy += b.idle_cs < kBusyBucketCs;
+  if (busy == 0) return 1;
+  double n = static_cast<double>(members), m = static_cast<double>(returned);
+  double w = (n * static_cast<double>(buckets.size()) / busy - (n - m)) / m;
+  return static_cast<uint16_t>(std::clamp(std::lround(w), 1L, 255L));
+}
+
+}  // namespace lanes::testbed
