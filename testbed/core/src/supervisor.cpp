@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <thread>
@@ -357,6 +358,9 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
 
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
                                       std::chrono::seconds timeout, const std::string& lanes_bin) {
+  // the run's log directory is core's: a run of hosts alone has one too
+  std::error_code ec;
+  std::filesystem::create_directories(reg.layout(run_id).logs(), ec);
   std::string log_path = reg.layout(run_id).logs() + "/supervisor.log";
   ProcessSpec spec{"lanes supervisor",
                    {lanes_bin.empty() ? self_dir() + "/lanes" : lanes_bin, "supervise", run_id, "--state-dir",
