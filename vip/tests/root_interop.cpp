@@ -43,6 +43,7 @@ bool installed(const char* path) { return std::filesystem::exists(path); }
 // The peer in the switch's namespace, as the tests ask it things.
 class Peer {
  public:
+  explicit Peer(ScopedRun& run) : run_(run) {}
   virtual ~Peer() = default;
   // next hop → path id (0 if the peer does not say) of PREFIX's paths
   virtual std::map<std::string, uint32_t> paths(const std::string& prefix) = 0;
@@ -51,6 +52,17 @@ class Peer {
   // what the peer says of the session from ADDRESS after it closed
   virtual std::string last_error(const std::string& address) = 0;
   Daemon daemon;
+
+ protected:
+  // ARGV's output, run in the switch's namespace (the peer's CLI)
+  std::string cli(std::vector<std::string> argv) {
+    ProcessSpec s{argv[0], argv};
+    s.netns_fd = run_.tb().netns(run_.node("r1-tor")).fd();
+    s.new_session = false;
+    auto r = run_capture(s, std::chrono::seconds(5));
+    return r ? r.value().out : "";
+  }
+  ScopedRun& run_;
 };
 
 struct Session {
@@ -67,7 +79,7 @@ struct Rack {
 
 class Bird final : public Peer {
  public:
-  Bird(ScopedRun& run, const std::string& dir, const Rack& r) : run_(run), sock_(dir + "/bird.ctl"), log_(dir + "/bird.log") {
+  Bird(ScopedRun& run, const std::string& dir, const Rack& r) : Peer(run), sock_(dir + "/bird.ctl"), log_(dir + "/bird.log") {
     std::ostringstream c;
     c << "router id " << r.router_id << ";\nlog \"" << log_ << "\" all;\nprotocol device { }\n";
     c << "template bgp inj {\n  local as " << r.local_as << ";\n  multihop 3;\n  passive on;\n  hold time 9;\n"
@@ -95,11 +107,7 @@ class Bird final : public Peer {
   std::string birdc(std::vector<std::string> args) {
     std::vector<std::string> argv = {"birdc", "-s", sock_};
     argv.insert(argv.end(), args.begin(), args.end());
-    ProcessSpec s{"birdc", argv};
-    s.netns_fd = run_.tb().netns(run_.node("r1-tor")).fd();
-    s.new_session = false;
-    auto r = run_capture(s, std::chrono::seconds(5));
-    return r ? r.value().out : "";
+    return cli(argv);
   }
   std::map<std::string, uint32_t> paths(const std::string& prefix) override {
     // every route of the prefix, each with its attributes: count the
@@ -120,14 +128,13 @@ class Bird final : public Peer {
   std::string last_error(const std::string&) override { return slurp(log_); }
 
  private:
-  ScopedRun& run_;
   std::string sock_, log_;
   std::map<std::string, std::string> names_;
 };
 
 class Frr final : public Peer {
  public:
-  Frr(ScopedRun& run, const std::string& top, const Rack& r) : run_(run), dir_(top + "/frr") {
+  Frr(ScopedRun& run, const std::string& top, const Rack& r) : Peer(run), dir_(top + "/frr") {
     // bgpd runs as FRR's own user (it insists on a user of the frrvty
     // group): its directory is that user's
     const std::string& dir = dir_;
@@ -154,13 +161,7 @@ class Frr final : public Peer {
     spec.log_path = dir + "/bgpd.out";
     daemon = Daemon::start(spec).value();
   }
-  std::string vtysh(const std::string& cmd) {
-    ProcessSpec s{"vtysh", {"vtysh", "--vty_socket", dir_, "-d", "bgpd", "-c", cmd}};
-    s.netns_fd = run_.tb().netns(run_.node("r1-tor")).fd();
-    s.new_session = false;
-    auto r = run_capture(s, std::chrono::seconds(5));
-    return r ? r.value().out : "";
-  }
+  std::string vtysh(const std::string& cmd) { return cli({"vtysh", "--vty_socket", dir_, "-d", "bgpd", "-c", cmd}); }
   std::map<std::string, uint32_t> paths(const std::string& prefix) override {
     std::map<std::string, uint32_t> out;
     bool v6 = prefix.find(':') != std::string::npos;
@@ -181,7 +182,6 @@ class Frr final : public Peer {
   }
 
  private:
-  ScopedRun& run_;
   std::string dir_;
 };
 

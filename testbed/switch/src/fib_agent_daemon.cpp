@@ -61,11 +61,32 @@ int FibAgentDaemon::run() {
 void FibAgentDaemon::link_changed(const std::string& ifname, bool carrier) {
   for (const auto& n : agent_.link_changed(ifname, carrier)) {
     if (!client_) break;  // gobgpd is away: its sessions are gone anyway
-    if (auto st = client_->restart_peer(n); !st)
+    if (!peer_configs_.count(n))
+      if (auto c = client_->peer_configs()) peer_configs_ = std::move(c).value();
+    auto cfg = peer_configs_.find(n);
+    if (cfg == peer_configs_.end()) {
+      lg::warn("{} lost carrier: gobgpd has no neighbor {} to end", ifname, n);
+      continue;
+    }
+    if (auto st = client_->delete_peer(n); !st) {
       lg::warn("ending the session with {}: {}", n, st.error().what());
-    else
-      lg::info("{} lost carrier: session with {} ended, the peer ready for its return", ifname, n);
+      continue;
+    }
+    lg::info("{} lost carrier: session with {} ended", ifname, n);
+    to_readd_[n] = cfg->second;
   }
+  readd(Clock::now());
+}
+
+// The peers ended on carrier loss, made anew (tried until gobgpd takes
+// each: one left out would never take its injector back)
+void FibAgentDaemon::readd(Clock::time_point now) {
+  std::erase_if(to_readd_, [&](const auto& p) {
+    auto st = client_->add_peer(p.second);
+    if (!st) lg::warn("making the peer {} again: {}; trying again", p.first, st.error().what());
+    return st.ok();
+  });
+  next_readd_ = now + std::chrono::milliseconds(200);
 }
 
 void FibAgentDaemon::save() {
@@ -98,6 +119,7 @@ void FibAgentDaemon::on_stream() {
   loop_.unwatch(watch_->fd());
   watch_.reset();
   client_.reset();
+  to_readd_.clear();  // a new gobgpd has every peer of its config file
   follower_->lost(Clock::now());
 }
 
@@ -114,6 +136,8 @@ void FibAgentDaemon::try_connect(Clock::time_point now) {
   (void)loop_.watch(watch_->fd(), EPOLLIN, [this](uint32_t) { on_stream(); });
   to_originate_.assign(cfg_.originate.begin(), cfg_.originate.end());
   next_originate_ = now;
+  // the peers' configurations, for remaking one whose port lost carrier
+  if (auto p = client_->peer_configs()) peer_configs_ = std::move(p).value();
   follower_->connected(now);
 }
 
@@ -134,6 +158,7 @@ std::optional<FibAgentDaemon::Clock::time_point> FibAgentDaemon::turn() {
   auto now = Clock::now();
   if (!follower_->connected() && now >= next_try_) try_connect(now);
   if (client_ && !to_originate_.empty() && now >= next_originate_) originate(now);
+  if (client_ && !to_readd_.empty() && now >= next_readd_) readd(now);
   auto wake = follower_->tick(Clock::now());
   agent_.tick(std::chrono::steady_clock::now());
   save();
@@ -143,6 +168,7 @@ std::optional<FibAgentDaemon::Clock::time_point> FibAgentDaemon::turn() {
   if (auto due = agent_.next_deadline()) next = std::min(next, *due);
   if (!follower_->connected()) next = std::min(next, next_try_);
   if (client_ && !to_originate_.empty()) next = std::min(next, next_originate_);
+  if (client_ && !to_readd_.empty()) next = std::min(next, next_readd_);
   return next;
 }
 

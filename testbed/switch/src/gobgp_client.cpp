@@ -280,45 +280,51 @@ Status GobgpClient::originate(const std::string& prefix, milliseconds timeout) c
   return {};
 }
 
-Status GobgpClient::restart_peer(const std::string& neighbor, milliseconds timeout) const {
-  apipb::Peer peer;
-  {
-    grpc::ClientContext ctx;
-    set_deadline(ctx, timeout);
-    apipb::ListPeerRequest req;
-    req.set_address(neighbor);
-    auto r = impl_->stub->ListPeer(&ctx, req);
-    apipb::ListPeerResponse rsp;
-    bool found = false;
-    while (r->Read(&rsp))
-      if (!found && rsp.peer().conf().neighbor_address() == neighbor) {
-        peer = rsp.peer();
-        found = true;
-      }
-    if (auto s = r->Finish(); !s.ok()) return rpc_error("ListPeer", s);
-    if (!found) return os_error(ENOENT, "gobgpd has no neighbor " + neighbor);
-  }
-  // its configuration only: what ListPeer says of the session goes
-  peer.clear_state();
-  peer.mutable_timers()->clear_state();
-  peer.mutable_transport()->set_local_port(0);
-  peer.mutable_transport()->set_remote_port(0);
-  peer.mutable_transport()->clear_remote_address();
-  for (auto& af : *peer.mutable_afi_safis()) af.clear_state();
-  {
-    grpc::ClientContext ctx;
-    set_deadline(ctx, timeout);
-    apipb::DeletePeerRequest req;
-    req.set_address(neighbor);
-    google::protobuf::Empty rsp;
-    if (auto s = impl_->stub->DeletePeer(&ctx, req, &rsp); !s.ok()) return rpc_error("DeletePeer", s);
-  }
+Result<std::map<std::string, std::string>> GobgpClient::peer_configs(milliseconds timeout) const {
   grpc::ClientContext ctx;
   set_deadline(ctx, timeout);
-  apipb::AddPeerRequest req;
-  *req.mutable_peer() = peer;
+  auto r = impl_->stub->ListPeer(&ctx, apipb::ListPeerRequest());
+  std::map<std::string, std::string> out;
+  apipb::ListPeerResponse rsp;
+  while (r->Read(&rsp)) {
+    apipb::Peer peer = rsp.peer();
+    // its configuration only: what ListPeer says of the session goes
+    peer.clear_state();
+    peer.mutable_timers()->clear_state();
+    peer.mutable_transport()->set_local_port(0);
+    peer.mutable_transport()->set_remote_port(0);
+    peer.mutable_transport()->clear_remote_address();
+    for (auto& af : *peer.mutable_afi_safis()) af.clear_state();
+    out[peer.conf().neighbor_address()] = peer.SerializeAsString();
+  }
+  if (auto s = r->Finish(); !s.ok()) return rpc_error("ListPeer", s);
+  return out;
+}
+
+Status GobgpClient::delete_peer(const std::string& neighbor, milliseconds timeout) const {
+  grpc::ClientContext ctx;
+  set_deadline(ctx, timeout);
+  apipb::DeletePeerRequest req;
+  req.set_address(neighbor);
   google::protobuf::Empty rsp;
-  if (auto s = impl_->stub->AddPeer(&ctx, req, &rsp); !s.ok()) return rpc_error("AddPeer", s);
+  if (auto s = impl_->stub->DeletePeer(&ctx, req, &rsp); !s.ok()) {
+    // gone already (a call that timed out here went through there)
+    if (s.error_message().find("can't delete a peer configuration") != std::string::npos) return {};
+    return rpc_error("DeletePeer", s);
+  }
+  return {};
+}
+
+Status GobgpClient::add_peer(const std::string& config, milliseconds timeout) const {
+  apipb::AddPeerRequest req;
+  if (!req.mutable_peer()->ParseFromString(config)) return os_error(EINVAL, "not a peer configuration");
+  grpc::ClientContext ctx;
+  set_deadline(ctx, timeout);
+  google::protobuf::Empty rsp;
+  if (auto s = impl_->stub->AddPeer(&ctx, req, &rsp); !s.ok()) {
+    if (s.error_message().find("exist") != std::string::npos) return {};  // an earlier try went through
+    return rpc_error("AddPeer", s);
+  }
   return {};
 }
 

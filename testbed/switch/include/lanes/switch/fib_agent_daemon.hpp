@@ -6,6 +6,7 @@
 // state file, all on one EventLoop.
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +36,7 @@ class FibAgentDaemon {
   void on_stream();
   void try_connect(Clock::time_point now);
   void originate(Clock::time_point now);
+  void readd(Clock::time_point now);
   // after every wake: what is due, then when the loop must wake next
   std::optional<Clock::time_point> turn();
 
@@ -48,7 +50,9 @@ class FibAgentDaemon {
   std::optional<GobgpClient> client_;
   std::unique_ptr<GobgpWatch> watch_;
   std::vector<std::string> to_originate_;  // aggregates gobgpd has not taken yet
-  Clock::time_point next_try_ = Clock::now(), next_originate_ = Clock::now();
+  std::map<std::string, std::string> peer_configs_;  // neighbor → its configuration, as gobgpd gave it
+  std::map<std::string, std::string> to_readd_;      // peers ended and not yet made again
+  Clock::time_point next_try_ = Clock::now(), next_originate_ = Clock::now(), next_readd_ = Clock::now();
 };
 
 }  // namespace lanes::testbed

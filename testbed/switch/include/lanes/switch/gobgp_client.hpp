@@ -83,14 +83,21 @@ class GobgpClient {
   // Originates PREFIX from this speaker, next hop itself (AddPath).
   Status originate(const std::string& prefix,
                    std::chrono::milliseconds timeout = std::chrono::milliseconds(2000)) const;
-  // Ends the session with NEIGHBOR and makes the peer anew from its own
-  // configuration (ListPeer, DeletePeer, AddPeer): its paths go at once
-  // and the new peer takes a connection at once. A reset would not do:
-  // after ResetPeer gobgpd refuses the peer for idle-hold-time-after-reset,
-  // which GoBGP 3.10 drops from its config file (30 s, whatever it says),
-  // and after any other session loss for 5 s.
-  Status restart_peer(const std::string& neighbor,
-                      std::chrono::milliseconds timeout = std::chrono::milliseconds(1000)) const;
+  // Every neighbor's configuration (ListPeer, the session's state left
+  // out), serialized: neighbor address → what add_peer() takes.
+  Result<std::map<std::string, std::string>> peer_configs(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const;
+  // A peer removed (DeletePeer: its session ends, its paths go) and made
+  // anew from its configuration (AddPeer): the new peer takes a connection
+  // at once. A reset would not do: after ResetPeer gobgpd refuses the peer
+  // for idle-hold-time-after-reset, which GoBGP 3.10 drops from its config
+  // file (30 s, whatever it says), and after any other session loss for
+  // 5 s. Each succeeds when it finds its work already done (a call that
+  // timed out here may have gone through).
+  Status delete_peer(const std::string& neighbor,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const;
+  Status add_peer(const std::string& config,
+                  std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const;
   // Starts the event stream (WatchEvent: best paths with the table first, and peers).
   Result<std::unique_ptr<GobgpWatch>> watch() const;
 
