@@ -18,6 +18,10 @@ namespace {
 // Each connect attempt gives up after this (the kernel alone would wait
 // for its SYN retries, about two minutes).
 constexpr std::chrono::milliseconds kConnectTimeout{1000};
+// The first attempt after a NIC returns gives up sooner: its SYN may meet
+// the path before every hop carries again (seen: 1 return in 4 lost it,
+// and waited out the whole second)
+constexpr std::chrono::milliseconds kReturnTimeout{250};
 
 int64_t mono_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
@@ -38,6 +42,7 @@ struct Speaker::Peer {
   // 100 ms doubling to 1 s, each wait up to 25% longer at random
   DialBackoff backoff;
   uint64_t attempts = 0, timeouts = 0;
+  bool returning = false;  // the next attempt is the first since its NIC came back
   std::map<int, bool> announced;  // NIC → announced on this session
   Peer(SessionConfig c, uint64_t seed)
       : session(c), backoff(std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 0.25, seed) {}
@@ -198,7 +203,8 @@ void Speaker::lost(Peer& p, const std::string& why) {
 
 void Speaker::dial(Peer& p, Clock::time_point now) {
   ++p.attempts;
-  p.dial = Dial::start(p.local, p.remote, 179, kConnectTimeout, now);
+  p.dial = Dial::start(p.local, p.remote, 179, p.returning ? kReturnTimeout : kConnectTimeout, now);
+  p.returning = false;
   if (p.dial.state() == Dial::State::failed) {
     lg::warn("{}: connecting {} -> {}: {}", cfg_.host, p.local, p.remote, p.dial.error());
     run(p, p.session.transport_lost(p.dial.error()));
@@ -252,6 +258,7 @@ void Speaker::link_changed(const std::string& eth, bool up) {
       } else {
         p->backoff.reset();
         p->next_attempt = Clock::now();
+        p->returning = true;
       }
     }
     // the other sessions carrying this NIC's next hop (ADD-PATH) withdraw
