@@ -151,7 +151,6 @@ void Session::set_state(State s, Diag d, Clock::time_point now) {
 
 void Session::received(const Control& c, Clock::time_point now) {
   remote_disc_ = c.my_disc;
-  remote_state_ = c.state;
   remote_detect_mult_ = c.detect_mult;
   remote_min_rx_us_ = c.required_min_rx_us;
   remote_desired_tx_us_ = c.desired_min_tx_us;

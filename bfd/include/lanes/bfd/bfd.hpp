@@ -101,7 +101,6 @@ class Session {
   State state_ = State::down;
   Diag diag_ = Diag::none;
   uint32_t remote_disc_ = 0;
-  State remote_state_ = State::down;
   uint32_t remote_min_rx_us_ = 1;           // the peer's Required Min RX Interval (§6.8.1: 1 at first)
   uint32_t remote_desired_tx_us_ = 0;
   uint8_t remote_detect_mult_ = 0;
