@@ -40,6 +40,29 @@ CleanTarget target(const RunRegistry& reg, const std::string& id, std::string wh
 // The lanes process that claimed a run id is still the one running.
 bool creator_alive(const OwnerRecord& o) { return o.pid > 0 && process_start_time(o.pid) == o.start_time; }
 
+bool has_bpf_dir(const std::string& id) {
+  std::error_code ec;
+  return std::filesystem::exists("/sys/fs/bpf/lanes-" + id, ec);
+}
+
+// Why run ID of STATE_DIR is not orphaned, if it is not: its directory is
+// being made, is there, or is being removed. Each step of a run's life
+// renames one into the next, so they are looked at in that order.
+std::optional<std::string> run_present(const std::string& state_dir, const RunRegistry& reg,
+                                       const std::string& id) {
+  std::error_code ec;
+  if (std::filesystem::exists(state_dir + "/" + RunRegistry::kNewPrefix + id, ec))
+    return fmt::format("run {} is being created; not touched", id);
+  if (state_dir == reg.base() && reg.exists(id))
+    return fmt::format("run {} appeared since this clean looked; not touched", id);
+  if (state_dir != reg.base() && RunRegistry(state_dir, reg.owners()).exists(id))
+    return fmt::format("run {} belongs to state dir {}; not touched (LANES_STATE_DIR={} lanes clean)", id,
+                       state_dir, state_dir);
+  if (std::filesystem::exists(state_dir + "/" + RunRegistry::kGonePrefix + id, ec))
+    return fmt::format("run {} is being removed; not touched", id);
+  return std::nullopt;
+}
+
 }  // namespace
 
 CleanPlan plan_clean(const RunRegistry& reg, bool all) {
@@ -90,24 +113,18 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
           fmt::format("lanes-{}-*: no owner record, so nothing proves lanes made it; not touched", id));
       continue;
     }
-    // being made or removed right now (its .new- or .gone- directory): not orphaned
-    std::error_code busy_ec;
-    if (std::filesystem::exists(o->state_dir + "/" + RunRegistry::kNewPrefix + id, busy_ec) ||
-        std::filesystem::exists(o->state_dir + "/" + RunRegistry::kGonePrefix + id, busy_ec)) {
-      plan.left_alone.push_back(fmt::format("run {} is being created or removed; not touched", id));
+    // made, up, or being removed: looked for in the order of a run's life
+    // (.new-, its own name, .gone-), so a run that moves on while this looks
+    // is seen in its next place (CI once saw a down rename the directory
+    // between a look for .gone- and a look for the run)
+    if (auto where = run_present(o->state_dir, reg, id)) {
+      plan.left_alone.push_back(std::move(*where));
       continue;
     }
-    if (o->state_dir == reg.base() && reg.exists(id)) {
-      plan.left_alone.push_back(fmt::format("run {} appeared since this clean looked; not touched", id));
-      continue;
-    }
-    if (o->state_dir != reg.base() && RunRegistry(o->state_dir, reg.owners()).exists(id)) {
-      plan.left_alone.push_back(fmt::format(
-          "run {} belongs to state dir {}; not touched (LANES_STATE_DIR={} lanes clean)", id, o->state_dir,
-          o->state_dir));
-      continue;
-    }
-    plan.targets.push_back(target(reg, id, "orphaned objects: the run's directory in " + o->state_dir + " is gone"));
+    auto t = target(reg, id, "orphaned objects: the run's directory in " + o->state_dir + " is gone");
+    // a run that went down to the end while this looked left nothing
+    if (t.namespaces.empty() && t.processes.empty() && !has_bpf_dir(id)) continue;
+    plan.targets.push_back(std::move(t));
     seen.insert(id);
   }
   // 3. directories of creators and removers killed before they finished
