@@ -140,6 +140,8 @@ Control Session::packet() const {
 void Session::set_state(State s, Diag d, Clock::time_point now) {
   if (s == state_) return;
   auto before = tx_interval();
+  if (s == State::up) path_failed_ = false;
+  else if (state_ == State::up) path_failed_ = d == Diag::time_expired || d == Diag::neighbor_down;
   state_ = s;
   diag_ = d;
   ++transitions_;
@@ -163,7 +165,11 @@ void Session::received(const Control& c, Clock::time_point now) {
   detecting_ = true;
   if (state_ == State::admin_down) return;  // §6.8.6: discarded
   if (c.state == State::admin_down) {
-    if (state_ != State::down) set_state(State::down, Diag::neighbor_down, now);
+    // §6.8.6 names the diag; the path is not failed (path_failed())
+    if (state_ != State::down) {
+      set_state(State::down, Diag::neighbor_down, now);
+      path_failed_ = false;
+    }
     return;
   }
   switch (state_) {

@@ -153,6 +153,7 @@ TEST_CASE("BFD declares a silent peer down after its detection time, and comes b
   CHECK(took >= milliseconds(200));  // the last packet came up to 100 ms before the cut
   CHECK(p.a.diag() == Diag::time_expired);
   CHECK(p.a.remote_disc() == 0);
+  CHECK(p.a.path_failed());
   // b hears a say Down: it goes down too (and on to Init), naming its neighbour
   p.run(milliseconds(1200));
   CHECK(p.b.state() != State::up);
@@ -163,6 +164,8 @@ TEST_CASE("BFD declares a silent peer down after its detection time, and comes b
   p.run(milliseconds(4000));
   CHECK(p.a.state() == State::up);
   CHECK(p.b.state() == State::up);
+  CHECK_FALSE(p.a.path_failed());
+  CHECK_FALSE(p.b.path_failed());
 }
 
 TEST_CASE("BFD AdminDown takes the peer down at once with diag 3 and stays down", "[unit]") {
@@ -175,8 +178,12 @@ TEST_CASE("BFD AdminDown takes the peer down at once with diag 3 and stays down"
   CHECK(p.a.diag() == Diag::admin_down);
   CHECK(p.b.state() == State::down);
   CHECK(p.b.diag() == Diag::neighbor_down);
+  CHECK_FALSE(p.b.path_failed());  // the peer is stopping; forwarding may be fine
   p.run(milliseconds(3000));
   CHECK(p.b.state() == State::down);  // a packet from an AdminDown peer never brings it up
+  p.b_to_a = p.a_to_b = false;        // and then the peer goes quiet
+  p.run(milliseconds(5000));
+  CHECK_FALSE(p.b.path_failed());
 }
 
 TEST_CASE("BFD answers a Poll with a Final at once and ends its own Poll on the peer's Final", "[unit]") {

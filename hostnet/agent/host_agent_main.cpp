@@ -1,6 +1,7 @@
 // lanes-host-agent: runs in a host's namespace (HostAgent): the BPF
-// datapath in the bpf egress modes, and each NIC's carrier carried to its
-// container link, the container's nexthop group and the datapath. Writes
+// datapath in the bpf egress modes, and each NIC's state (its carrier, and
+// lanes-bfdd's verdict on its path) carried to its container link, the
+// container's nexthop group and the datapath. Writes
 // NIC state and the datapath's counters to its state file. Started and
 // supervised by lanes.
 //
@@ -11,6 +12,7 @@
 
 #include <chrono>
 
+#include "lanes/bfd/notify.hpp"
 #include "lanes/core/daemon_main.hpp"
 #include "lanes/core/event_loop.hpp"
 #include "lanes/core/log.hpp"
@@ -48,6 +50,9 @@ int main(int argc, char** argv) {
       for (const auto& e : events.value())
         if (!e.deleted) agent.value()->link_changed(e.name, e.admin_up && e.carrier);
   });
+  std::optional<lanes::bfd::VerdictFollower> bfd;
+  if (!cfg.bfd_socket.empty())
+    bfd.emplace(loop, cfg.bfd_socket, [&](const lanes::bfd::Verdicts& v) { agent.value()->bfd_changed(v); });
   StateFile state_file(ds.state_path);
   lg::info("{}: host agent ready ({} NICs, egress {})", cfg.host, agent.value()->nic_count(), cfg.mode);
   // the datapath's counters change without an event: read once a second

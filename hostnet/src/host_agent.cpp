@@ -22,6 +22,7 @@ HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
   c.task4 = j.value("task4", "");
   c.task6 = j.value("task6", "");
   c.unbalanced_timer_s = j.value("unbalanced_timer_s", 1u);
+  c.bfd_socket = j.value("bfd_socket", "");
   for (const auto& n : j.value("nics", nlohmann::json::array())) {
     Nic s;
     s.index = n.value("index", 0);
@@ -53,7 +54,7 @@ nlohmann::json HostAgentConfig::to_json() const {
                  {"cont_side6", s.cont_side6}, {"table", s.table}});
   return {{"host", host},   {"mode", mode},   {"container_netns", container_netns},
           {"task4", task4}, {"task6", task6}, {"unbalanced_timer_s", unbalanced_timer_s},
-          {"nics", n}};
+          {"bfd_socket", bfd_socket}, {"nics", n}};
 }
 
 ResilientParams egress_group_params(uint32_t unbalanced_timer_s) {
@@ -102,7 +103,7 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
     s.nic_idx = nl->index;
     s.jnic_idx = jl->index;
     s.eth_idx = el->index;
-    s.up = nl->admin_up && nl->carrier;
+    s.up = s.carrier = nl->admin_up && nl->carrier;
     dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6});
     dc.container_ifindex.push_back(s.jnic_idx);
     dc.container_mac.push_back(el->mac);
@@ -152,7 +153,24 @@ void HostAgent::restore_routes(const Nic& s, bool job) {
 
 void HostAgent::link_changed(const std::string& ifname, bool up) {
   for (auto& s : nics_)
-    if (s.ifname == ifname && up != s.up) apply(s, up);
+    if (s.ifname == ifname) {
+      s.carrier = up;
+      update(s);
+    }
+}
+
+void HostAgent::bfd_changed(const std::map<std::string, bool>& usable) {
+  for (auto& s : nics_)
+    if (auto it = usable.find(s.ifname); it != usable.end() && it->second != s.bfd_ok) {
+      s.bfd_ok = it->second;
+      lg::info("{}: BFD says {}'s path {}", cfg_.host, s.ifname, s.bfd_ok ? "works again" : "failed");
+      update(s);
+    }
+}
+
+void HostAgent::update(Nic& s) {
+  bool want = s.carrier && s.bfd_ok;
+  if (want != s.up) apply(s, want);
 }
 
 // A NIC's state reaches its container link, the container's group and the datapath.
@@ -222,7 +240,8 @@ nlohmann::json HostAgent::state() const {
   }
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : nics_) {
-    nlohmann::json j = {{"index", s.index}, {"ifname", s.ifname}, {"up", s.up}, {"numa", s.numa}};
+    nlohmann::json j = {{"index", s.index}, {"ifname", s.ifname}, {"up", s.up},
+                        {"carrier", s.carrier}, {"bfd_ok", s.bfd_ok}, {"numa", s.numa}};
     if (static_cast<size_t>(s.index) < st.size()) {
       const auto& x = st[static_cast<size_t>(s.index)];
       j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},         {"rx_packets", x.rx_packets},

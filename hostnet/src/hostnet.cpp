@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lanes/bfd/bfdd.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/neighbors.hpp"
 #include "lanes/core/netns.hpp"
@@ -233,9 +234,15 @@ Status deploy_host(DeployContext& ctx, int host) {
   auto files = host_agent_files(run, h.name);
   std::error_code ec;
   std::filesystem::create_directories(run.node_dir("hosts", h.name), ec);
+  // BFD on the NICs, in a daemon of its own: a restarted host agent must
+  // not take the host's paths out of use at the switch
+  auto bfd_socket = bfd::deploy_bfdd(ctx, host, run.node_dir("hosts", h.name), kWaveHosts);
+  if (!bfd_socket) return bfd_socket.error();
   {
+    auto cfg = host_agent_config(t, host, ctx.run_id, mode);
+    cfg.bfd_socket = bfd_socket.value();
     std::ofstream o(files.config, std::ios::trunc);
-    o << host_agent_config(t, host, ctx.run_id, mode).to_json().dump(2) << "\n";
+    o << cfg.to_json().dump(2) << "\n";
     if (!o) return errno_error("writing " + files.config);
   }
   DaemonRequest agent;
@@ -267,7 +274,9 @@ nlohmann::json HostRole::status(const RunRegistry& reg, const std::string& run_i
     if (!in) return nullptr;
     auto st = nlohmann::json::parse(in);
     st.erase("flows");
-    if (!detailed) return {{"nics", st.value("nics", nlohmann::json::array())}};
+    auto bfd = bfd::bfd_status(reg.layout(run_id).node_dir("hosts", node.name), detailed);
+    if (!detailed) return {{"nics", st.value("nics", nlohmann::json::array())}, {"bfd", bfd}};
+    st["bfd"] = bfd;
     st["container_netns"] = job_netns(run_id, node.name);
     return st;
   } catch (const std::exception&) {

@@ -29,7 +29,8 @@ const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|b
                               {"vip", Kind::choice, false, "per-nic|add-path"},
                               {"nics", Kind::integer},
                               {"rate", Kind::text},
-                              {"hold-time", Kind::integer}};
+                              {"hold-time", Kind::integer},
+                              {"bfd-interval", Kind::integer}};
 
 // element -> type -> attributes ("" = the element has no type attribute);
 // the typed elements' types are plug-ins (below)
@@ -182,7 +183,10 @@ class Loader {
         ok = testbed::parse_rate(s, bps);
         if (!ok) problem(n, "rate=\"{}\": expected a rate like 500mbit, 1gbit or off", s);
       } else {
-        int lo = std::string(a.name) == "nics" ? 1 : 3, hi = std::string(a.name) == "nics" ? 16 : 65535;
+        // the topology's own bounds for the attribute
+        static const std::map<std::string, std::pair<int, int>> bounds = {
+            {"nics", {1, 16}}, {"hold-time", {3, 65535}}, {"bfd-interval", {0, 60000}}};
+        auto [lo, hi] = bounds.at(a.name);
         int x = 0;
         try {
           size_t used = 0;
@@ -216,7 +220,7 @@ class Loader {
       };
       if (e == "job") set("egress"), set("vip");
       if (e == "host") set("nics"), set("rate");
-      if (e == "rack") set("hold-time");
+      if (e == "rack") set("hold-time"), set("bfd-interval");
       for (auto c : n.children())
         if (c.type() == pugi::node_element) walk(c);
     };
@@ -240,7 +244,7 @@ class Loader {
     if (!topo_el) {
       problem(root, "<scenario> needs a <topology file=\"...\"/>");
     } else {
-      check_only(topo_el, {"file", "egress", "vip", "nics", "rate", "hold-time"});
+      check_only(topo_el, {"file", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval"});
       std::string f = topo_el.attribute("file").value();
       if (f.empty()) {
         problem(topo_el, "<topology> needs file=\"...\" (a topology file, relative to this scenario)");
@@ -275,7 +279,7 @@ class Loader {
       if (e == "phase") {
         Phase ph;
         ph.line = line_of(c);
-        check_only(c, {"name", "egress", "vip", "nics", "rate", "hold-time"});
+        check_only(c, {"name", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval"});
         ph.name = c.attribute("name").value();
         if (ph.name.empty()) problem(c, "<phase> needs name=\"...\"");
         if (!phase_names.insert(ph.name).second) problem(c, "a phase named '{}' exists already", ph.name);

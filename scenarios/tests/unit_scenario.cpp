@@ -47,7 +47,7 @@ TEST_CASE("every shipped scenario and the qualify suite load", "[unit]") {
   }
   CHECK(n >= 10);
   auto q = load_scenarios(kDir + "/qualify.xml");
-  CHECK(q.size() == 10);
+  CHECK(q.size() == 11);
   CHECK(resolve_scenario("nic-failover") == kDir + "/nic-failover.xml");
 }
 
@@ -65,6 +65,18 @@ TEST_CASE("phase overrides change the topology the phase builds", "[unit]") {
   CHECK(four.nodes[four.find_node("h1")].job->egress == lanes::testbed::EgressMode::bpf);
   auto g = load_scenarios(kDir + "/gray-failure.xml");
   CHECK(g[0].phases[0].topology.racks[0].sw.hold_time_s == 3);
+  CHECK(g[0].phases[0].topology.racks[0].sw.bfd_interval_ms == 100);  // the default
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-bfd-override-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream o(dir / "s.xml");
+    o << "<scenario name=\"s\"><topology file=\"" << kDir << "/../topologies/laptop.xml"
+      << "\" bfd-interval=\"0\"/><phase name=\"p\"><converge/></phase></scenario>";
+  }
+  auto off = load_scenarios((dir / "s.xml").string());
+  std::filesystem::remove_all(dir);
+  REQUIRE(off.size() == 1);
+  for (const auto& r : off[0].phases[0].topology.racks) CHECK(r.sw.bfd_interval_ms == 0);
 }
 
 TEST_CASE("scenario problems are all reported as file:line before anything is built", "[unit]") {
@@ -390,7 +402,7 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
   INFO(ok.err);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("qualify.xml: ok, 10 scenarios") != std::string::npos);
+  CHECK(ok.out.find("qualify.xml: ok, 11 scenarios") != std::string::npos);
   CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -269,7 +269,7 @@ TEST_CASE("lanes down stops a run whose lanes binary was replaced while it was u
   auto bin = std::filesystem::path(state.path) / "bin";
   std::filesystem::create_directories(bin);
   auto built = std::filesystem::path(lanes_bin()).parent_path();
-  for (const char* b : {"lanes", "lanes-fib-agent", "lanes-host-agent", "lanes-vip-injector", "lanes-traffic"})
+  for (const char* b : {"lanes", "lanes-fib-agent", "lanes-host-agent", "lanes-vip-injector", "lanes-traffic", "lanes-bfdd"})
     std::filesystem::copy_file(built / b, bin / b);
   RunRegistry reg(state.path);
   std::string id = reg.new_id();

@@ -115,6 +115,39 @@ TEST_CASE("FIB agent restores a next hop when carrier returns", "[unit]") {
   CHECK(a.members("2001:2:0:100::1/128").size() == 4);
 }
 
+TEST_CASE("FIB agent takes a port whose BFD path failed out of every group at once and back when it works", "[unit]") {
+  FakeFib k;
+  FibAgent a(four_nic_config(), k);
+  REQUIRE(a.start().ok());
+  a.update("198.19.0.1/32", kH1);
+  a.update("2001:2:0:100::1/128", kH1);
+  uint32_t g = k.routes_["198.19.0.1/32"];
+  auto before = k.groups[g];
+  // carrier stays: only BFD knows; the session riding the port is reset, once
+  CHECK(a.bfd_changed("swp3", false) == std::vector<std::string>{"198.19.1.2"});
+  CHECK(a.bfd_changed("swp3", false).empty());
+  CHECK(k.routes_["198.19.0.1/32"] == g);  // the same group, replaced in place
+  CHECK(k.groups[g].size() == 3);
+  CHECK(a.members("198.19.0.1/32") == std::vector<std::string>{"swp1", "swp2", "swp4"});
+  CHECK(a.members("2001:2:0:100::1/128").size() == 3);
+  CHECK(a.state()["bfd_failed"] == nlohmann::json::array({"swp3"}));
+  // BGP re-announcing the path does not bring the failed port back
+  a.update("198.19.0.1/32", kH1);
+  CHECK(k.groups[g].size() == 3);
+  // a verdict on a port the agent has not is nothing
+  CHECK(a.bfd_changed("nosuch0", false).empty());
+  CHECK(a.bfd_changed("swp3", true).empty());
+  CHECK(k.groups[g].size() == 4);
+  CHECK(a.members("2001:2:0:100::1/128").size() == 4);
+  CHECK(a.state()["bfd_failed"].empty());
+  // every port of a prefix failed: its route goes, and comes back
+  a.update("198.19.0.9/32", {"198.19.1.2"});
+  (void)a.bfd_changed("swp3", false);
+  CHECK_FALSE(k.routes_.count("198.19.0.9/32"));
+  (void)a.bfd_changed("swp3", true);
+  CHECK(k.routes_.count("198.19.0.9/32"));
+}
+
 TEST_CASE("FIB agent rebuilds a group emptied by carrier loss", "[unit]") {
   FakeFib k;
   FibAgent a(four_nic_config(), k);

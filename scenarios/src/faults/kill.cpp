@@ -13,7 +13,7 @@ const char* KillDaemon::type() const { return "kill"; }
 
 const Attrs& KillDaemon::attrs() const {
   static const Attrs a = {{"node", Kind::node, true},
-                          {"daemon", Kind::choice, true, "gobgpd|fib-agent|vip-injector|host-agent"},
+                          {"daemon", Kind::choice, true, "gobgpd|fib-agent|vip-injector|host-agent|bfdd"},
                           {"mark", Kind::name}};
   return a;
 }

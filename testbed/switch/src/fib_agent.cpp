@@ -25,6 +25,7 @@ AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
                        p.value("gw4", ""), p.value("gw6", ""), p.value("sessions", std::vector<std::string>{})});
   for (const auto& s : j.value("static", nlohmann::json::array()))
     c.statics.push_back({s.value("dst", ""), s.value("ifname", ""), s.value("gateway", "")});
+  c.bfd_socket = j.value("bfd_socket", "");
   if (j.contains("stale_timeout_s")) c.stale_timeout = std::chrono::seconds(j["stale_timeout_s"].get<int>());
   return c;
 }
@@ -85,7 +86,8 @@ Status NetlinkFib::add_blackhole(const std::string& prefix) {
 // ---- FibAgent ----
 
 FibAgent::FibAgent(AgentConfig cfg, KernelFib& kernel)
-    : cfg_(std::move(cfg)), k_(kernel), oif_(cfg_.ports.size(), 0), carrier_(cfg_.ports.size(), true) {}
+    : cfg_(std::move(cfg)), k_(kernel), oif_(cfg_.ports.size(), 0), carrier_(cfg_.ports.size(), true),
+      bfd_failed_(cfg_.ports.size(), false) {}
 
 void FibAgent::note(const std::system_error& e) {
   log::warn("{}: {}", cfg_.node, e.what());
@@ -190,7 +192,7 @@ void FibAgent::apply(const std::string& prefix) {
     if (auto it = stale_ports_.find(prefix); it != stale_ports_.end()) target.insert(it->second.begin(), it->second.end());
   std::set<int> usable;
   for (int p : target)
-    if (ensure_nexthop(p, v6)) usable.insert(p);
+    if (!bfd_failed_[p] && ensure_nexthop(p, v6)) usable.insert(p);
   auto it = installed_.find(prefix);
   if (usable.empty()) {
     if (it != installed_.end()) remove(prefix);
@@ -312,6 +314,28 @@ void FibAgent::remove(const std::string& prefix) {
   log::debug("{}: removed {}", cfg_.node, prefix);
 }
 
+std::vector<std::string> FibAgent::bfd_changed(const std::string& ifname, bool usable) {
+  for (size_t i = 0; i < cfg_.ports.size(); ++i) {
+    if (cfg_.ports[i].ifname != ifname) continue;
+    int p = static_cast<int>(i);
+    if (bfd_failed_[i] == !usable) return {};
+    bfd_failed_[i] = !usable;
+    log::info("{}: BFD says the path through {} {}", cfg_.node, ifname, usable ? "works again" : "failed");
+    std::vector<std::string> affected;
+    for (const auto& [prefix, inst] : installed_)
+      if (inst.ports.count(p)) affected.push_back(prefix);
+    for (const auto& [prefix, ports] : want_)
+      if (ports.count(p)) affected.push_back(prefix);
+    for (const auto& [prefix, ports] : stale_ports_)
+      if (stale_ && ports.count(p)) affected.push_back(prefix);
+    std::sort(affected.begin(), affected.end());
+    affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+    for (const auto& prefix : affected) apply(prefix);
+    return usable ? std::vector<std::string>{} : cfg_.ports[i].sessions;
+  }
+  return {};
+}
+
 std::vector<std::string> FibAgent::link_changed(const std::string& ifname, bool carrier) {
   for (size_t i = 0; i < cfg_.ports.size(); ++i) {
     if (cfg_.ports[i].ifname != ifname) continue;
@@ -395,8 +419,11 @@ nlohmann::json FibAgent::state() const {
                    {"gateway", is_v6(prefix) ? cfg_.ports[p].gw6 : cfg_.ports[p].gw4}});
     routes[prefix] = {{"group", inst.group}, {"members", m}};
   }
-  return {{"node", cfg_.node}, {"stale", stale_}, {"routes", routes}, {"kernel_ops", ops_},
-          {"errors", errors_}};
+  nlohmann::json failed = nlohmann::json::array();
+  for (size_t i = 0; i < cfg_.ports.size(); ++i)
+    if (bfd_failed_[i]) failed.push_back(cfg_.ports[i].ifname);
+  return {{"node", cfg_.node}, {"stale", stale_},        {"routes", routes},
+          {"kernel_ops", ops_}, {"bfd_failed", failed}, {"errors", errors_}};
 }
 
 }  // namespace lanes::testbed

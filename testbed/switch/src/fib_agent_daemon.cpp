@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 
+#include "lanes/bfd/notify.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/netlink.hpp"
 
@@ -48,6 +49,11 @@ int FibAgentDaemon::run() {
       for (const auto& e : events.value())
         if (!e.deleted) link_changed(e.name, e.carrier && e.admin_up);
   });
+  std::optional<bfd::VerdictFollower> bfd;
+  if (!cfg_.bfd_socket.empty())
+    bfd.emplace(loop_, cfg_.bfd_socket, [this](const bfd::Verdicts& v) {
+      for (const auto& [ifname, usable] : v) end_sessions(ifname + " failed (BFD)", agent_.bfd_changed(ifname, usable));
+    });
   loop_.run([this] { return turn(); });
   save();
   lg::info("stopping; kernel routes stay in place");
@@ -59,23 +65,28 @@ int FibAgentDaemon::run() {
 // through the outage would sit on a TCP connection in retransmit backoff,
 // and hold the peer's reconnect off for seconds after the NIC returns.
 void FibAgentDaemon::link_changed(const std::string& ifname, bool carrier) {
-  for (const auto& n : agent_.link_changed(ifname, carrier)) {
+  end_sessions(ifname + " lost carrier", agent_.link_changed(ifname, carrier));
+}
+
+// The sessions of a port that failed are reset (deleted, then made again).
+void FibAgentDaemon::end_sessions(const std::string& why, const std::vector<std::string>& sessions) {
+  for (const auto& n : sessions) {
     if (!client_) break;  // gobgpd is away: its sessions are gone anyway
     if (!peer_configs_.count(n))
       if (auto c = client_->peer_configs()) peer_configs_ = std::move(c).value();
     auto cfg = peer_configs_.find(n);
     if (cfg == peer_configs_.end()) {
-      lg::warn("{} lost carrier: gobgpd has no neighbor {} to end", ifname, n);
+      lg::warn("{}: gobgpd has no neighbor {} to end", why, n);
       continue;
     }
     if (auto st = client_->delete_peer(n); !st) {
       lg::warn("ending the session with {}: {}", n, st.error().what());
       continue;
     }
-    lg::info("{} lost carrier: session with {} ended", ifname, n);
+    lg::info("{}: session with {} ended", why, n);
     to_readd_[n] = cfg->second;
   }
-  readd(Clock::now());
+  if (client_) readd(Clock::now());
 }
 
 // The peers ended on carrier loss, made anew (tried until gobgpd takes

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "lanes/bfd/bfdd.hpp"
 #include "lanes/core/supervisor.hpp"
 #include "lanes/switch/gobgp_client.hpp"
 
@@ -64,6 +65,7 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id,
       j["stale"] = st.value("stale", false);
       j["agent_connected"] = st.value("connected", false);
     }
+    j["bfd"] = bfd::bfd_status(f.dir, with_rib);
     std::ifstream cfg(f.agent_config);
     if (cfg) j["announced"] = nlohmann::json::parse(cfg).value("originate", nlohmann::json::array());
   } catch (const std::exception&) {

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "lanes/bfd/bfdd.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/switch/switch_config.hpp"
@@ -39,7 +40,10 @@ Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std
     }
     {
       std::ofstream o(f.agent_config, std::ios::trunc);
-      o << render_agent_config(t, static_cast<int>(i)).dump(2) << "\n";
+      auto agent = render_agent_config(t, static_cast<int>(i));
+      // the verdicts of the switch's bfdd (deploy_switches starts it)
+      if (!bfd::bfd_links(t, static_cast<int>(i)).empty()) agent["bfd_socket"] = bfd::bfdd_files(f.dir).socket;
+      o << agent.dump(2) << "\n";
       if (!o) return errno_error("writing " + f.agent_config);
     }
     ProcessSpec check{"gobgpd --dry-run", {"gobgpd", "--dry-run", "-f", f.gobgp_config, "-t", "toml"}};
@@ -78,6 +82,9 @@ Status deploy_switches(DeployContext& ctx) {
     // runs on without that part
     gobgpd.fatal_log = {"level=error", "level=fatal"};
     ctx.daemons.push_back(std::move(gobgpd));
+    // BFD towards the job hosts, in a daemon of its own: a restarted FIB
+    // agent must not take the hosts' paths out of use
+    if (auto b = bfd::deploy_bfdd(ctx, static_cast<int>(i), f.dir, kWaveFabric); !b) return b.error();
     // the agent is ready once gobgpd answers it: the hosts' daemons start
     // after every switch can take their sessions
     DaemonRequest agent;

@@ -90,6 +90,12 @@ class Session {
   std::chrono::microseconds tx_interval() const;
   // State changes since the session began.
   uint64_t transitions() const { return transitions_; }
+  // The path failed: the session went from Up to Down by its detection
+  // time or because the peer saw it down, and has not been Up since. A
+  // session that went down because the peer said AdminDown (it is being
+  // stopped) has not failed (RFC 5882 §3.2: nothing says forwarding
+  // did), nor has one that never came up.
+  bool path_failed() const { return path_failed_; }
 
  private:
   Control packet() const;
@@ -109,6 +115,7 @@ class Session {
   uint32_t advertised_tx_us_ = 0;           // the Desired Min TX the peer last acknowledged
   Clock::time_point next_tx_, detect_at_;
   bool detecting_ = false;
+  bool path_failed_ = false;
   uint64_t transitions_ = 0;
   std::mt19937_64 rng_;
 };

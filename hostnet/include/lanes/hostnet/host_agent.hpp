@@ -7,6 +7,7 @@
 // lanes-host-agent runs it on its event loop.
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -36,6 +37,7 @@ struct HostAgentConfig {
   // the container's egress groups: a NIC back after this long gets busy
   // buckets too (the rack's unbalanced-timer)
   uint32_t unbalanced_timer_s = 1;
+  std::string bfd_socket;  // lanes-bfdd's verdicts on the NICs ("" = no BFD)
   std::vector<Nic> nics;
 
   // The host agent's config file (host_agent_files(...).config).
@@ -63,6 +65,10 @@ class HostAgent {
 
   // NIC IFNAME's carrier is UP (from the link monitor); other links are ignored.
   void link_changed(const std::string& ifname, bool up);
+  // lanes-bfdd's verdicts: a NIC whose path failed is out of use as if it
+  // had lost carrier, until BFD is up on it again. NICs not named keep
+  // the verdict they had.
+  void bfd_changed(const std::map<std::string, bool>& usable);
   // NIC state and the datapath's counters (the links' own counters are the
   // kernel's to tell: lanes status and the runner read them over netlink).
   nlohmann::json state() const;
@@ -75,11 +81,13 @@ class HostAgent {
  private:
   struct Nic : HostAgentConfig::Nic {
     int nic_idx = 0, jnic_idx = 0, eth_idx = 0;
-    bool up = true;
+    bool up = true;                    // in use: carrier, and BFD does not say its path failed
+    bool carrier = true, bfd_ok = true;
   };
   HostAgent(HostAgentConfig cfg, testbed::Netlink host, testbed::Netlink container)
       : cfg_(std::move(cfg)), hnl_(std::move(host)), cnl_(std::move(container)) {}
   void apply(Nic& s, bool up);
+  void update(Nic& s);
   void restore_routes(const Nic& s, bool job);
   void set_egress_groups(const Nic* returned);
 

@@ -35,7 +35,7 @@
 namespace lanes::scenarios {
 
 // Attribute values the topology of a phase can be changed with (on every
-// host, job and rack): egress, vip, nics, rate, hold-time.
+// host, job and rack): egress, vip, nics, rate, hold-time, bfd-interval.
 using Overrides = std::map<std::string, std::string>;
 
 // One element of a phase's timeline or an assertion: its element name

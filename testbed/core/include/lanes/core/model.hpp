@@ -96,6 +96,11 @@ struct SwitchParams {
   uint32_t unbalanced_timer_s = 1;
   uint32_t max_prefixes = 4;     // per host session and address family
   uint32_t hold_time_s = 9;      // BGP hold time offered to the hosts
+  // BFD between the switch's ports and the job hosts' NICs (RFC 5880/5881):
+  // the interval each side sends at once the session is up, and the
+  // multiplier (the detection time is their product); 0 = no BFD
+  uint32_t bfd_interval_ms = 100;
+  uint32_t bfd_multiplier = 3;
 };
 
 struct Rack {

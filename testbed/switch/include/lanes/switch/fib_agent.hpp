@@ -49,6 +49,7 @@ struct AgentConfig {
   std::vector<AgentPort> ports;
   std::vector<AgentStatic> statics;
   std::chrono::seconds stale_timeout{45};
+  std::string bfd_socket;  // lanes-bfdd's verdicts on the ports ("" = no BFD)
 
   static AgentConfig from_json(const nlohmann::json& j);
 };
@@ -111,6 +112,11 @@ class FibAgent {
   // carrier goes; they return through the agent). Returns the sessions to
   // reset: those riding a port that has just lost carrier.
   std::vector<std::string> link_changed(const std::string& ifname, bool carrier);
+  // lanes-bfdd's verdict on a port's path. A failed path (carrier up,
+  // frames lost) leaves every group at once, its next hops kept for its
+  // return (healthy buckets stay where they are); returns the sessions to
+  // reset, as for a lost carrier. A working one returns to the groups.
+  std::vector<std::string> bfd_changed(const std::string& ifname, bool usable);
 
   // Stale mode (gobgpd lost): nothing is removed from the kernel; updates
   // only add. reconcile() ends it with the complete RIB.
@@ -156,6 +162,7 @@ class FibAgent {
   KernelFib& k_;
   std::vector<int> oif_;            // per port
   std::vector<bool> carrier_;       // per port
+  std::vector<bool> bfd_failed_;    // per port: BFD says its path failed
   std::set<uint32_t> nexthops_up_;  // nexthop objects the kernel has
   std::map<std::string, std::set<int>> want_;  // prefix → ports from the RIB
   std::map<std::string, Installed> installed_;

@@ -32,6 +32,7 @@ class FibAgentDaemon {
 
  private:
   void link_changed(const std::string& ifname, bool carrier);
+  void end_sessions(const std::string& why, const std::vector<std::string>& sessions);
   void save();
   void on_stream();
   void try_connect(Clock::time_point now);

@@ -1,0 +1,135 @@
+// lanes-bfdd: runs in a node's namespace (a rack switch or a host) and
+// keeps one single-hop BFD session (RFC 5880/5881) per configured link.
+// Its clients hear which paths are usable on its verdict socket; its state
+// file shows every session. A link that loses carrier starts its session
+// afresh. On SIGTERM every session says AdminDown, so the peers keep the
+// paths in use. Started and supervised by lanes.
+//
+// usage: lanes-bfdd --config FILE --state FILE [--log-level L]
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+
+#include <chrono>
+#include <memory>
+
+#include "lanes/bfd/bfdd.hpp"
+#include "lanes/bfd/notify.hpp"
+#include "lanes/core/daemon_main.hpp"
+#include "lanes/core/event_loop.hpp"
+#include "lanes/core/log.hpp"
+#include "lanes/core/netlink.hpp"
+
+using namespace lanes::testbed;
+using namespace lanes::bfd;
+namespace lg = lanes::log;
+
+namespace {
+
+Verdicts verdicts(const std::vector<std::unique_ptr<LinkSession>>& links) {
+  Verdicts v;
+  for (const auto& l : links) v[l->config().ifname] = l->usable();
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DaemonStart ds;
+  if (auto rc = daemon_start(argc, argv, "lanes-bfdd",
+                             "Runs in a node's namespace: one BFD session per link, its verdicts on a socket.", ds))
+    return *rc;
+  BfddConfig cfg;
+  try {
+    cfg = BfddConfig::from_json(ds.config);
+  } catch (const std::exception& e) {
+    lg::error("{}: {}", ds.config_path, e.what());
+    return 2;
+  }
+  EventLoop loop;
+  if (auto st = loop.stop_on_signals(); !st) {
+    lg::error("{}", st.error().what());
+    return 1;
+  }
+  auto now = EventLoop::Clock::now();
+  std::vector<std::unique_ptr<LinkSession>> links;
+  for (const auto& lc : cfg.links) {
+    auto l = LinkSession::open(lc, now);
+    if (!l) {
+      lg::error("{}: {}", cfg.node, l.error().what());
+      return 1;
+    }
+    links.push_back(std::move(l).value());
+  }
+  auto notifier = Notifier::open(cfg.socket);
+  if (!notifier) {
+    lg::error("{}: {}", cfg.node, notifier.error().what());
+    return 1;
+  }
+  Fd self_ns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
+  auto mon = LinkMonitor::open_in(self_ns.get(), cfg.node);
+  if (!mon) {
+    lg::error("{}", mon.error().what());
+    return 1;
+  }
+  Verdicts told = verdicts(links);
+  StateFile state_file(ds.state_path);
+  auto status = [&] {
+    nlohmann::json s = nlohmann::json::array();
+    for (const auto& l : links) s.push_back(l->status());
+    return nlohmann::json{{"ready", true}, {"node", cfg.node}, {"clients", notifier.value().clients()}, {"sessions", s}};
+  };
+  EventLoop::Clock::time_point next_status{};
+  // a state change is logged, and reaches the clients if a verdict changed
+  auto changed = [&](const LinkSession& l) {
+    const auto& s = l.session();
+    lg::info("{}: BFD {} ({} to {}): {}{}", cfg.node, l.config().ifname, l.config().local, l.config().remote,
+             to_string(s.state()), s.diag() == Diag::none ? "" : fmt::format(", diag {}", to_string(s.diag())));
+    next_status = {};
+    Verdicts v = verdicts(links);
+    if (v == told) return;
+    for (const auto& [ifname, usable] : v)
+      if (told[ifname] != usable) lg::info("{}: {} {}", cfg.node, ifname, usable ? "usable again" : "out of use: its path failed");
+    told = v;
+    notifier.value().publish(v);
+  };
+  for (auto& l : links) {
+    LinkSession* p = l.get();
+    (void)loop.watch(p->fd(), EPOLLIN, [&, p](uint32_t) {
+      if (p->readable(EventLoop::Clock::now())) changed(*p);
+    });
+  }
+  (void)loop.watch(notifier.value().fd(), EPOLLIN, [&](uint32_t) {
+    notifier.value().accept(told);
+    next_status = {};
+  });
+  (void)loop.watch(mon.value().fd(), EPOLLIN, [&](uint32_t) {
+    auto events = mon.value().read_events();
+    if (!events) return;
+    for (const auto& e : events.value())
+      for (auto& l : links)
+        if (l->config().ifname == e.name && (e.deleted || !e.carrier || !e.admin_up)) {
+          l->reset(EventLoop::Clock::now());
+          changed(*l);
+        }
+  });
+  lg::info("{}: bfdd ready ({} sessions)", cfg.node, links.size());
+  loop.run([&] {
+    auto t = EventLoop::Clock::now();
+    for (auto& l : links)
+      if (l->tick(t)) changed(*l);
+    // the counters change with every packet: the state file at most once a
+    // second, and at once after a state change
+    if (t >= next_status) {
+      state_file.publish(status());
+      next_status = t + std::chrono::seconds(1);
+    }
+    auto next = next_status;
+    for (const auto& l : links) next = std::min(next, l->next_deadline());
+    return std::optional(next);
+  });
+  auto t = EventLoop::Clock::now();
+  for (auto& l : links) l->admin_down(t);
+  lg::info("{}: bfdd stopping; its sessions said AdminDown", cfg.node);
+  return 0;
+}

@@ -1,0 +1,61 @@
+#pragma once
+// One single-hop BFD session on one link (RFC 5881) with its sockets:
+// packets received on UDP port 3784 at the link's local address, only with
+// TTL (hop limit) 255 and only from the peer's address; packets sent from a
+// port in 49152-65535 with TTL 255 and DSCP CS6. The Session does the
+// protocol; this is its I/O. Non-blocking: a daemon's event loop watches
+// fd() and calls tick() by next_deadline().
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "lanes/bfd/bfd.hpp"
+#include "lanes/core/handle.hpp"
+#include "lanes/core/result.hpp"
+
+namespace lanes::bfd {
+
+struct LinkConfig {
+  std::string ifname;         // the link the session runs on
+  std::string local, remote;  // this side's and the peer's address on it (one family)
+  SessionConfig session;
+};
+
+class LinkSession {
+ public:
+  static testbed::Result<std::unique_ptr<LinkSession>> open(LinkConfig cfg, Clock::time_point now);
+
+  int fd() const { return rx_.get(); }
+  // Reads every datagram waiting. True if the session's state changed.
+  bool readable(Clock::time_point now);
+  // Sends what is due and expires the detection time. True if the state changed.
+  bool tick(Clock::time_point now);
+  Clock::time_point next_deadline() const { return session_.next_deadline(); }
+  // The link lost carrier: the session starts again as one that never came
+  // up (the carrier already took the path out of use; its return must not
+  // wait for a handshake).
+  void reset(Clock::time_point now);
+  // Going away: AdminDown sent at once, so the peer keeps the path in use.
+  void admin_down(Clock::time_point now);
+
+  const LinkConfig& config() const { return cfg_; }
+  const Session& session() const { return session_; }
+  // The path may carry traffic (Session::path_failed()).
+  bool usable() const { return !session_.path_failed(); }
+  nlohmann::json status() const;
+
+ private:
+  LinkSession(LinkConfig cfg, Clock::time_point now) : cfg_(std::move(cfg)), session_(cfg_.session, now, seed()) {}
+  uint64_t seed() const;
+  void send(const Control& c);
+
+  LinkConfig cfg_;
+  Session session_;
+  testbed::Fd rx_, tx_;
+  uint64_t received_ = 0, sent_ = 0, send_errors_ = 0, resets_ = 0;
+  uint64_t dropped_ttl_ = 0, dropped_source_ = 0, dropped_invalid_ = 0, dropped_disc_ = 0;
+  std::string last_invalid_;
+};
+
+}  // namespace lanes::bfd
