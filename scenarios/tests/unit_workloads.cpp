@@ -241,16 +241,23 @@ TEST_CASE("probe figures: a path nothing arrived on was blacked out for the whol
   s.sent_per_path = 1000;
   traffic::ProbeRecvResult r;
   r.paths = {{0, 1000, 0, 2.0, 0.5}, {1, 950, 50, 60.0, 3.0}, {3, 1000, 0, 1.5, 0.1}};
-  auto f = probe_figures(s, r, 4, true, 1.2);
+  auto f = probe_figures(s, r, 4, true, 1.2, 1000);
   CHECK(f["lost"] == 1050);  // 50 on nic1, all 1000 of nic2
   CHECK(f["worst_path"] == "nic2");
   CHECK(f["blackout_ms"] == Approx(1200.0));
   CHECK(f["paths"].size() == 4);
   r.paths.push_back({2, 1000, 0, 3.0, 0.2});
-  auto all = probe_figures(s, r, 4, false, 1.2);
+  auto all = probe_figures(s, r, 4, false, 1.2, 1000);
   CHECK(all["worst_path"] == "flow1");
   CHECK(all["blackout_ms"] == 60.0);
   CHECK(all["lost"] == 50);
+  // a path that went dark and stayed dark: its last 400 probes (0.4 s at
+  // 1000 a second) are its blackout, though no gap between two arrivals was long
+  r.paths[3] = {2, 600, 0, 3.0, 0.2};
+  auto dark = probe_figures(s, r, 4, false, 1.2, 1000);
+  CHECK(dark["worst_path"] == "flow2");
+  CHECK(dark["blackout_ms"] == Approx(400.0));
+  CHECK(dark["lost"] == 450);
 }
 
 TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over a fake fabric", "[unit]") {

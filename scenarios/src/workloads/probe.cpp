@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "workloads.hpp"
@@ -64,7 +65,7 @@ json Probe::figures(const WorkloadRun& w, double end_s, StepContext& ctx) const 
   int paths = per_nic ? static_cast<int>(node_of(ctx.topo(), st.str("from")).nics.size()) : st.integer("paths", 8);
   json f = probe_figures(traffic::read_result<traffic::ProbeSendResult>(w.clients.at(0).out),
                          traffic::read_result<traffic::ProbeRecvResult>(w.servers.at(0).out), paths, per_nic,
-                         end_s - w.start_s);
+                         end_s - w.start_s, st.num("rate", 1000));
   f["rate_hz"] = st.num("rate", 1000);
   return f;
 }
@@ -75,7 +76,7 @@ std::string Probe::summary(const json& f) const {
 }
 
 json probe_figures(const std::optional<traffic::ProbeSendResult>& s, const std::optional<traffic::ProbeRecvResult>& rv,
-                   int want_paths, bool per_nic, double duration_s) {
+                   int want_paths, bool per_nic, double duration_s, double rate_hz) {
   uint64_t sent = s ? s->sent_per_path : 0, lost = 0;
   double worst = 0;
   std::string worst_path = "-";
@@ -87,9 +88,15 @@ json probe_figures(const std::optional<traffic::ProbeSendResult>& s, const std::
       seen.insert(p.path);
       uint64_t l = sent > p.received ? sent - p.received : 0;
       lost += l;
-      if (p.longest_gap_ms > worst) worst = p.longest_gap_ms, worst_path = name(p.path);
-      paths.push_back({{"path", name(p.path)}, {"received", p.received}, {"lost", l},
-                       {"longest_gap_ms", p.longest_gap_ms}, {"gap_started_s", p.gap_started_s}});
+      // probes sent after the last that arrived (receiver's view: the
+      // highest sequence number seen is received + lost below it): a path
+      // that went dark and never came back was blacked out to the end
+      uint64_t seen_upto = p.received + p.lost;
+      double trailing_ms = sent > seen_upto && rate_hz > 0 ? static_cast<double>(sent - seen_upto) * 1000.0 / rate_hz : 0;
+      double gap = std::max(p.longest_gap_ms, trailing_ms);
+      if (gap > worst) worst = gap, worst_path = name(p.path);
+      paths.push_back({{"path", name(p.path)}, {"received", p.received}, {"lost", l}, {"longest_gap_ms", gap},
+                       {"gap_started_s", p.gap_started_s}, {"dark_at_end_ms", trailing_ms}});
     }
   for (int id = 0; id < want_paths; ++id)
     if (!seen.count(static_cast<uint64_t>(id))) {  // nothing arrived on it at all: blacked out throughout

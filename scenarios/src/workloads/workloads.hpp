@@ -79,10 +79,11 @@ nlohmann::json rack_transfer_figures(const std::vector<std::string>& hosts, cons
 // as a fetcher that completed nothing).
 nlohmann::json fetch_figures(const std::vector<std::optional<traffic::FetchResult>>& fetchers);
 // A probe's paths: received, lost and the longest gap of each; a path
-// nothing arrived on is blacked out for all of DURATION_S.
+// nothing arrived on is blacked out for all of DURATION_S, and one whose
+// last probes never arrived for as long as they took to send at RATE_HZ.
 nlohmann::json probe_figures(const std::optional<traffic::ProbeSendResult>& sent,
                              const std::optional<traffic::ProbeRecvResult>& received, int paths, bool per_nic,
-                             double duration_s);
+                             double duration_s, double rate_hz);
 
 // What ingest and bootstrap share: serve on each of SERVERS, then one
 // fetcher per host of HOSTS (CONNS[i] connections, REQUESTS of BYTES each;
