@@ -217,10 +217,15 @@ void HostAgent::set_egress_groups(const Nic* returned) {
     if (auto st = cnl_.add_nexthop_group(group, m, rp, true); !st) lg::warn("{}", st.error().what());
     weighted = weighted || w > 1;
   }
-  if (weighted) {
+  // the groups are set again after one unbalanced timer, when the kernel
+  // has moved the returned member's buckets to it, weighted or not: the
+  // job's own flows are the container's local sockets, which keep the
+  // route they looked up (their buckets never look busy, and a bucket
+  // that moves does not make them look again); a group replaced does
+  if (returned && cfg_.unbalanced_timer_s > 0)
     evening_ = std::chrono::steady_clock::now() + rejoin_phase(cfg_.unbalanced_timer_s);
+  if (weighted)
     lg::info("{}: {} back: weighted in the egress groups for one unbalanced timer", cfg_.host, returned->ifname);
-  }
 }
 
 void HostAgent::tick(std::chrono::steady_clock::time_point now) {
