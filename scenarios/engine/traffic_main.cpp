@@ -441,6 +441,7 @@ int send_main(int argc, char** argv) {
   result.gbps = secs > 0 ? static_cast<double>(total) * 8 / secs / 1e9 : 0;
   result.connection_errors = errors;
   result.interval_ms = interval_ms;
+  result.to = arg(argc, argv, "--to").value_or("");
   std::cout << traffic::line_of(result) << "\n";
   return errors ? 1 : 0;
 }
@@ -812,6 +813,7 @@ int probe_send_main(int argc, char** argv) {
   loop.run();  // until SIGTERM or --seconds
   for (int fd : fds) ::close(fd);
   traffic::ProbeSendResult result;
+  result.to = arg(argc, argv, "--to").value_or("");
   result.paths = npaths;
   result.sent_per_path = seq;
   result.send_errors = send_errors;

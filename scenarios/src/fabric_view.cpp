@@ -35,7 +35,8 @@ tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
 }
 
 std::string TaskGroups::prefix(const std::string& host) const {
-  return topo_.nodes.at(static_cast<size_t>(topo_.find_node(host))).job->task_ip4.to_string() + "/32";
+  const auto& job = *topo_.nodes.at(static_cast<size_t>(topo_.find_node(host))).job;
+  return family_ == AF_INET6 ? job.task_ip6.to_string() + "/128" : job.task_ip4.to_string() + "/32";
 }
 
 int TaskGroups::switch_of(const std::string& host) const {
@@ -49,7 +50,7 @@ tb::Result<std::map<std::string, uint32_t>> TaskGroups::ids(const std::vector<st
   for (const auto& h : hosts) {
     int sw = switch_of(h);
     if (!group_of.count(sw)) {
-      auto routes = fabric_.routes(sw, AF_INET);
+      auto routes = fabric_.routes(sw, family_);
       if (!routes) return routes.error();
       auto& of = group_of[sw];
       for (const auto& r : routes.value()) of[r.dst] = r.nh_id;

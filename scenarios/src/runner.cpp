@@ -135,10 +135,10 @@ class PhaseRun final : public StepContext {
     if (!ns) throw StepError("the job container of " + host + " is missing: " + ns.error().what());
     return job_ns_.emplace(host, std::move(ns).value()).first->second.fd();
   }
-  std::string server_addr(const std::string& name) const override {
+  std::string server_addr(const std::string& name, bool v6) const override {
     int i = node(name);
     for (const auto& l : topo_.links)
-      if (l.b.node == i) return l.b.addr4.addr.to_string();
+      if (l.b.node == i) return v6 ? l.b.addr6.addr.to_string() : l.b.addr4.addr.to_string();
     throw StepError(name + " has no link");
   }
   int take_ports(int count) override {
@@ -535,7 +535,7 @@ class PhaseRun final : public StepContext {
       size_t count = static_cast<size_t>(st.integer("count"));
       auto t = st.duration("timeout", milliseconds(30'000));
       auto start = Clock::now();
-      TaskGroups groups(topo_, *fabric_);
+      TaskGroups groups(topo_, *fabric_, st.str("family", "ipv4") == "ipv6" ? AF_INET6 : AF_INET);
       bool ok = scenarios::eventually([&] { return groups.all_have(hosts, count); }, t, milliseconds(20));
       double took = std::chrono::duration<double>(Clock::now() - start).count();
       auto missing = [&] {

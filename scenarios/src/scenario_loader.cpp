@@ -42,7 +42,8 @@ const std::map<std::string, std::map<std::string, Attrs>>& base_schema() {
       {"stop", {{"", {{"workload", Kind::workload, true}, {"mark", Kind::name}}}}},
       {"wait",
        {{"", {{"workload", Kind::workload}, {"condition", Kind::choice, false, "members"}, {"host", Kind::host},
-              {"rack", Kind::rack}, {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name}}}}},
+              {"rack", Kind::rack}, {"count", Kind::integer}, {"timeout", Kind::duration}, {"mark", Kind::name},
+              {"family", Kind::choice, false, "ipv4|ipv6"}}}}},
       {"workload", {}},  // plug-ins (workload.hpp)
       {"fault", {}},
       {"assert", {}},

@@ -66,7 +66,7 @@ class FakePhase final : public StepContext {
   FabricView& fabric() override { return fake; }
   int node_ns(const std::string&) override { throw StepError("no namespaces here"); }
   int job_ns(const std::string&) override { throw StepError("no namespaces here"); }
-  std::string server_addr(const std::string&) const override { throw StepError("no servers here"); }
+  std::string server_addr(const std::string&, bool) const override { throw StepError("no servers here"); }
   int take_ports(int) override { return 5301; }
   std::string out_base(const std::string& name) const override { return "/nonexistent/" + name; }
   uint64_t seed() const override { return 1; }
@@ -186,6 +186,10 @@ TEST_CASE("checkpoint figures: verified only when every flow's bytes arrived as 
   CHECK(ok["sender_gbps"] == 2.0);  // the steady rate where there is one
   CHECK(ok["bpf_flows_per_nic"] == json::array({1, 0, 0, 1}));
   CHECK(ok["flow_records"][1]["bpf_nic"] == 3);
+  CHECK_FALSE(ok.contains("family"));  // a sender that did not say where it sent
+  auto s6 = sent({100, 200});
+  s6.to = "2001:2:0:100::1";
+  CHECK(transfer_figures(s6, received({100, 200}), 300, 2, {}, 4)["family"] == "ipv6");
   // the same total, split differently: a flow lost bytes another did not send
   auto swapped = transfer_figures(sent({100, 200}), received({150, 150}), 300, 2, {}, 4);
   CHECK(swapped["bytes_verified"] == false);

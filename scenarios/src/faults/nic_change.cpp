@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <sys/socket.h>
 
 #include <set>
 
@@ -34,14 +35,23 @@ BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<
 void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx) const {
   auto hosts = hosts_of(st, ctx.topo());
   int nic = st.integer("nic");
-  TaskGroups groups(ctx.topo(), ctx.fabric());
-  std::map<std::string, size_t> members;
-  for (const auto& [h, m] : groups.members(hosts)) members[h] = m.size();
-  std::map<std::string, std::vector<uint32_t>> before;
-  if (down_) {
-    auto b = groups.buckets(hosts);
-    if (!b) throw StepError(b.error().what());
-    before = std::move(b).value();
+  // each family's task groups: those the hosts have before the fault
+  std::vector<TaskGroups> groups;
+  std::vector<std::map<std::string, size_t>> members;
+  std::vector<std::map<std::string, std::vector<uint32_t>>> before;
+  for (int family : {AF_INET, AF_INET6}) {
+    TaskGroups g(ctx.topo(), ctx.fabric(), family);
+    std::map<std::string, size_t> m;
+    size_t any = 0;
+    for (const auto& [h, mm] : g.members(hosts)) any += (m[h] = mm.size());
+    if (any == 0 && family == AF_INET6) continue;  // no IPv6 task routes: nothing to compare
+    if (down_) {
+      auto b = g.buckets(hosts);
+      if (!b) throw StepError(b.error().what());
+      before.push_back(std::move(b).value());
+    }
+    groups.push_back(g);
+    members.push_back(std::move(m));
   }
   auto at = Clock::now();
   ctx.set_nics(hosts, nic, !down_);
@@ -54,8 +64,9 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
   // the switch drops the NIC's next hop with its port's carrier: every
   // group one member fewer, then each group's buckets compared
   auto shrunk_all = [&] {
-    for (const auto& [h, m] : groups.members(hosts))
-      if (m.size() + 1 != members[h]) return false;
+    for (size_t f = 0; f < groups.size(); ++f)
+      for (const auto& [h, m] : groups[f].members(hosts))
+        if (m.size() + 1 != members[f][h]) return false;
     return true;
   };
   // a rack's groups are looked at every 50 ms: each look dumps the switch's
@@ -64,19 +75,21 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
   bool shrunk = ctx.eventually(shrunk_all, milliseconds(5000 + 500 * static_cast<int64_t>(hosts.size())),
                                milliseconds(hosts.size() == 1 ? 5 : 50));
   double shrunk_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
-  auto now = groups.buckets(hosts);
-  if (!now) throw StepError(now.error().what());
   BucketMoves all;
-  for (const auto& h : hosts) {
-    auto m = bucket_moves(before[h], now.value()[h]);
-    all.buckets += m.buckets;
-    all.healthy += m.healthy;
-    all.moved_healthy += m.moved_healthy;
+  for (size_t f = 0; f < groups.size(); ++f) {
+    auto now = groups[f].buckets(hosts);
+    if (!now) throw StepError(now.error().what());
+    for (const auto& h : hosts) {
+      auto m = bucket_moves(before[f][h], now.value()[h]);
+      all.buckets += m.buckets;
+      all.healthy += m.healthy;
+      all.moved_healthy += m.moved_healthy;
+    }
   }
-  json rec = {{"groups", hosts.size()},        {"buckets", all.buckets}, {"healthy_buckets", all.healthy},
-              {"moved_healthy", all.moved_healthy}, {"group_shrunk", shrunk}, {"applied_ms", applied_ms}};
+  json rec = {{"groups", hosts.size() * groups.size()}, {"buckets", all.buckets}, {"healthy_buckets", all.healthy},
+              {"moved_healthy", all.moved_healthy},     {"group_shrunk", shrunk}, {"applied_ms", applied_ms}};
   if (shrunk) rec["shrunk_ms"] = shrunk_ms;
-  if (hosts.size() == 1) rec["members_after"] = groups.members(hosts)[hosts[0]].size();
+  if (hosts.size() == 1) rec["members_after"] = groups[0].members(hosts)[hosts[0]].size();
   ctx.record_fault(label, rec);
   if (hosts.size() > 1)
     ctx.say(fmt::format("{} {} groups shrunk {} (the {} NICs went down within {:.0f} ms)", shrunk ? "✓" : "✗",

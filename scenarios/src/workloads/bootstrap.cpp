@@ -10,7 +10,8 @@ const char* Bootstrap::type() const { return "bootstrap"; }
 
 const Attrs& Bootstrap::attrs() const {
   static const Attrs a = {{"server", Kind::servers, true}, {"hosts", Kind::hosts}, {"workers", Kind::count},
-                          {"bytes", Kind::size},           {"wait", Kind::boolean}, {"timeout", Kind::duration}};
+                          {"bytes", Kind::size},           {"wait", Kind::boolean}, {"timeout", Kind::duration},
+                          kFamilyAttr};
   return a;
 }
 

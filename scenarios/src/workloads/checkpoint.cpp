@@ -13,7 +13,7 @@ const char* Checkpoint::type() const { return save_ ? "checkpoint-save" : "check
 const Attrs& Checkpoint::attrs() const {
   static const Attrs a = {{"host", Kind::host},          {"rack", Kind::rack},      {"server", Kind::server, true},
                           {"bytes", Kind::size, true},   {"flows", Kind::count},    {"wait", Kind::boolean},
-                          {"timeout", Kind::duration},   {"repeat", Kind::integer}};
+                          {"timeout", Kind::duration},   {"repeat", Kind::integer}, kFamilyAttr};
   return a;
 }
 
@@ -45,7 +45,8 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   // (64 senders took 8.7 s on 2 cores)
   for (size_t i = 0; i < hosts.size(); ++i) {
     const auto& h = topo.nodes.at(static_cast<size_t>(topo.find_node(hosts[i])));
-    std::string to = save_ ? ctx.server_addr(server) : h.job->task_ip4.to_string();
+    bool v6 = wants_v6(st);
+    std::string to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
     w.clients.push_back(ctx.start_traffic(
         "send", save_ ? ctx.job_ns(hosts[i]) : ctx.node_ns(server),
         {"send", "--to", to, "--port", std::to_string(port(i)), "--flows", flows, "--total",
@@ -94,6 +95,10 @@ json transfer_figures(const std::optional<traffic::SendResult>& s, const std::op
   bool match = sent_per == got_per;
   bool ok = s && rv && sent == want && verified == want && rv->all_complete && match;
   f["bytes"] = want;
+  if (s && !s->to.empty()) {
+    f["to"] = s->to;
+    f["family"] = s->to.find(':') != std::string::npos ? "ipv6" : "ipv4";
+  }
   f["sent_bytes"] = sent;
   f["verified_bytes"] = verified;
   f["bytes_verified"] = ok;

@@ -9,7 +9,7 @@ const char* Ingest::type() const { return "ingest"; }
 const Attrs& Ingest::attrs() const {
   static const Attrs a = {{"host", Kind::host, true}, {"server", Kind::server, true}, {"conns", Kind::count},
                           {"requests", Kind::count},  {"size", Kind::size},           {"wait", Kind::boolean},
-                          {"timeout", Kind::duration}, {"repeat", Kind::integer}};
+                          {"timeout", Kind::duration}, {"repeat", Kind::integer}, kFamilyAttr};
   return a;
 }
 

@@ -13,7 +13,7 @@ const char* Probe::type() const { return "probe"; }
 
 const Attrs& Probe::attrs() const {
   static const Attrs a = {{"from", Kind::node, true}, {"to", Kind::node, true}, {"paths", Kind::count},
-                          {"rate", Kind::positive},   {"per-nic", Kind::boolean}};
+                          {"rate", Kind::positive},   {"per-nic", Kind::boolean}, kFamilyAttr};
   return a;
 }
 
@@ -41,13 +41,16 @@ void Probe::start(WorkloadRun& w, StepContext& ctx) const {
   w.port = ctx.take_ports(1);
   int rns = topo.is_job_host(to.name) ? ctx.job_ns(to.name) : ctx.node_ns(to.name);
   int sns = topo.is_job_host(from.name) ? ctx.job_ns(from.name) : ctx.node_ns(from.name);
-  std::string dst = topo.is_job_host(to.name) ? to.job->task_ip4.to_string() : ctx.server_addr(to.name);
+  bool v6 = wants_v6(st);
+  std::string dst = topo.is_job_host(to.name) ? (v6 ? to.job->task_ip6.to_string() : to.job->task_ip4.to_string())
+                                              : ctx.server_addr(to.name, v6);
   std::vector<std::string> args = {"probe-send", "--to", dst, "--port", std::to_string(w.port), "--rate",
                                    fmt::format("{}", st.num("rate", 1000))};
   int paths = st.integer("paths", 8);
   if (st.flag("per-nic", false)) {
     std::string binds;
-    for (const auto& nic : from.nics) binds += (binds.empty() ? "" : ",") + nic.job_addr4.addr.to_string();
+    for (const auto& nic : from.nics)
+      binds += (binds.empty() ? "" : ",") + (v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
     args.insert(args.end(), {"--bind", binds});
     paths = static_cast<int>(from.nics.size());
   }
@@ -109,6 +112,10 @@ json probe_figures(const std::optional<traffic::ProbeSendResult>& s, const std::
   json f;
   f["paths"] = paths;
   f["sent_per_path"] = sent;
+  if (s && !s->to.empty()) {
+    f["to"] = s->to;
+    f["family"] = s->to.find(':') != std::string::npos ? "ipv6" : "ipv4";
+  }
   f["lost"] = lost;
   f["blackout_ms"] = worst;
   f["worst_path"] = worst_path;

@@ -12,6 +12,11 @@
 
 namespace lanes::scenarios {
 
+// family="ipv4|ipv6" of every workload: the addresses its transfers use
+// (the task IP, the servers' and the NICs' addresses of that family)
+inline constexpr Attr kFamilyAttr = {"family", Kind::choice, false, "ipv4|ipv6"};
+inline bool wants_v6(const Step& st) { return st.str("family", "ipv4") == "ipv6"; }
+
 // checkpoint-save (the job sends to a storage server) and
 // checkpoint-restore (the server sends to the job): one transfer per host
 class Checkpoint final : public Workload {

@@ -5,6 +5,8 @@
 // unit-tested with a fake. LiveFabric asks a running LiveRun.
 
 #include <cstdint>
+#include <sys/socket.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -53,8 +55,10 @@ class LiveFabric : public FabricView {
 // one route dump and one nexthop dump per switch, however many hosts.
 class TaskGroups {
  public:
-  TaskGroups(const testbed::Topology& topo, FabricView& fabric) : topo_(topo), fabric_(fabric) {}
-  // the IPv4 task prefix of HOST ("198.19.0.1/32")
+  // the groups of the task IPs of FAMILY (AF_INET: the /32s, AF_INET6: the /128s)
+  TaskGroups(const testbed::Topology& topo, FabricView& fabric, int family = AF_INET)
+      : topo_(topo), fabric_(fabric), family_(family) {}
+  // the task prefix of HOST ("198.19.0.1/32", "2001:2:0:100::1/128")
   std::string prefix(const std::string& host) const;
   int switch_of(const std::string& host) const;
   // HOST → its group id at its switch (0: no route, or one without a group)
@@ -68,6 +72,7 @@ class TaskGroups {
  private:
   const testbed::Topology& topo_;
   FabricView& fabric_;
+  int family_;
 };
 
 }  // namespace lanes::scenarios

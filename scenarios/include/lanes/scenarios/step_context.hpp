@@ -47,8 +47,8 @@ class StepContext {
   // a node's namespace and a job host's container, as open fds
   virtual int node_ns(const std::string& node) = 0;
   virtual int job_ns(const std::string& host) = 0;
-  // the address a server answers on
-  virtual std::string server_addr(const std::string& server) const = 0;
+  // the address a server answers on, of the family asked for
+  virtual std::string server_addr(const std::string& server, bool v6) const = 0;
   // COUNT consecutive ports of its own for a workload: the first
   virtual int take_ports(int count) = 0;
   // where a workload's output files go: "<phase dir>/<NAME>"

@@ -32,6 +32,7 @@ struct SendResult {
   double gbps = 0;  // bytes over seconds
   int connection_errors = 0;
   int interval_ms = 100;
+  std::string to;  // the address it sent to
 };
 
 // recv: what arrived and was verified, per flow
@@ -95,6 +96,7 @@ struct ProbeSendResult {
   int paths = 0;
   uint64_t sent_per_path = 0;
   uint64_t send_errors = 0;
+  std::string to;  // the address it probed
 };
 
 // Missing fields read as their defaults (an older lanes-traffic, or a field
@@ -102,7 +104,7 @@ struct ProbeSendResult {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
                                                 per_interval)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendResult, role, flows, bytes, steady_gbps, interval_bytes, seconds,
-                                                gbps, connection_errors, interval_ms)
+                                                gbps, connection_errors, interval_ms, to)
 void to_json(nlohmann::json& j, const RecvFlow& x);  // first_bad_offset only when there is one
 void from_json(const nlohmann::json& j, RecvFlow& x);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecvResult, role, flows, verified_bytes, all_complete)
@@ -113,7 +115,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FetchResult, role, connections, 
                                                 latency_ms, connect_ms, latency_samples_ms, connect_samples_ms, errors)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors, to)
 
 // One result as the line lanes-traffic prints.
 template <typename T>
