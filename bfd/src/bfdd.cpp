@@ -64,8 +64,10 @@ std::vector<LinkConfig> bfd_links(const testbed::Topology& t, int node) {
     const auto& peer = here_a ? l.b : l.a;
     LinkConfig c;
     c.ifname = me.ifname;
-    c.local = me.addr4.addr.to_string();
-    c.remote = peer.addr4.addr.to_string();
+    // over IPv6 for an IPv6-only job: its fabric has no IPv4 to lean on
+    bool v6 = !host.job->has4();
+    c.local = v6 ? me.addr6.addr.to_string() : me.addr4.addr.to_string();
+    c.remote = v6 ? peer.addr6.addr.to_string() : peer.addr4.addr.to_string();
     c.session.local_disc = ++disc;
     c.session.desired_min_tx_us = sw.bfd_interval_ms * 1000;
     c.session.required_min_rx_us = sw.bfd_interval_ms * 1000;

@@ -137,6 +137,7 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
 // addresses through the container link.
 void HostAgent::restore_routes(const Nic& s, bool job) {
   for (bool v6 : {false, true}) {
+    if ((v6 ? s.job6 : s.job4).empty()) continue;  // not a family of the job
     auto net = IpNet::parse(v6 ? s.job6 : s.job4);
     auto cont = parse_ip(v6 ? s.cont_side6 : s.cont_side4), gw = parse_ip(v6 ? s.gw6 : s.gw4);
     if (!net || !cont || !gw) {
@@ -191,8 +192,10 @@ void HostAgent::apply(Nic& s, bool up) {
   if (up) restore_routes(s, true);
   if (up && cfg_.mode != "single") {
     // the kernel dropped the container's next hops with the link; restore them
-    (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true);
-    (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true);
+    if (!cfg_.task4.empty())
+      (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true);
+    if (!cfg_.task6.empty())
+      (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true);
     set_egress_groups(settled ? &s : nullptr);
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
@@ -207,6 +210,7 @@ void HostAgent::set_egress_groups(const Nic* returned) {
   for (const auto& o : nics_) up += o.up;
   bool weighted = false;
   for (uint32_t base : {1u, 101u}) {
+    if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;  // the job has no such family
     uint32_t group = base == 1 ? 1000 : 1001;
     uint16_t w = 1;
     if (returned && cfg_.unbalanced_timer_s > 0)

@@ -51,8 +51,8 @@ HostAgentConfig host_agent_config(const Topology& t, int host, const std::string
   c.host = h.name;
   c.mode = to_string(mode);
   c.container_netns = job_netns(run_id, h.name);
-  c.task4 = h.job->task_ip4.to_string();
-  c.task6 = h.job->task_ip6.to_string();
+  c.task4 = h.job->has4() ? h.job->task_ip4.to_string() : "";
+  c.task6 = h.job->has6() ? h.job->task_ip6.to_string() : "";
   c.unbalanced_timer_s = t.racks.at(static_cast<size_t>(h.rack)).sw.unbalanced_timer_s;
   for (const auto& nic : h.nics) {
     const Link& l = t.links[nic.link];
@@ -64,8 +64,8 @@ HostAgentConfig host_agent_config(const Topology& t, int host, const std::string
     n.numa = nic.numa;
     n.gw4 = l.a.addr4.addr.to_string();
     n.gw6 = l.a.addr6.addr.to_string();
-    n.job4 = nic.job_addr4.addr.to_string();
-    n.job6 = nic.job_addr6.addr.to_string();
+    n.job4 = h.job->has4() ? nic.job_addr4.addr.to_string() : "";
+    n.job6 = h.job->has6() ? nic.job_addr6.addr.to_string() : "";
     n.host_side4 = nic.host_side4.addr.to_string();
     n.host_side6 = nic.host_side6.addr.to_string();
     n.cont_side4 = nic.cont_side4.addr.to_string();
@@ -91,9 +91,13 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
   const Node& h = t.nodes.at(static_cast<size_t>(host));
   KernelPlan p;
   // the container's addresses: the task IP on lo (no dummy devices needed)
+  // (of the job's families only: a single-family job has no route of the
+  // other, and the container links carry the other only as link addresses)
+  const Job& job = *h.job;
+  auto has = [&](bool v6) { return v6 ? job.has6() : job.has4(); };
   p.add(cns, change::LinkUp{1, "lo"});
-  p.add(cns, change::Address{1, "lo", IfAddr4{h.job->task_ip4, 32}});
-  p.add(cns, change::Address{1, "lo", IfAddr6{h.job->task_ip6, 128}});
+  if (job.has4()) p.add(cns, change::Address{1, "lo", IfAddr4{job.task_ip4, 32}});
+  if (job.has6()) p.add(cns, change::Address{1, "lo", IfAddr6{job.task_ip6, 128}});
 
   // one link per NIC: jnic<k> here, eth<k> in the container. Different
   // indexes on the two ends: the kernel then handles the container link's
@@ -113,8 +117,10 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     p.add(cns, change::LinkUp{cidx(nic), cn});
     p.add(hns, change::Address{jidx(nic), jn, nic.host_side4});
     p.add(hns, change::Address{jidx(nic), jn, nic.host_side6});
-    for (const auto& a : {nic.cont_side4, nic.job_addr4}) p.add(cns, change::Address{cidx(nic), cn, a});
-    for (const auto& a : {nic.cont_side6, nic.job_addr6}) p.add(cns, change::Address{cidx(nic), cn, a});
+    p.add(cns, change::Address{cidx(nic), cn, nic.cont_side4});
+    if (job.has4()) p.add(cns, change::Address{cidx(nic), cn, nic.job_addr4});
+    p.add(cns, change::Address{cidx(nic), cn, nic.cont_side6});
+    if (job.has6()) p.add(cns, change::Address{cidx(nic), cn, nic.job_addr6});
     // permanent neighbours both ways (netkit in L3 mode has no link layer)
     if (!netkit)
       for (const auto& e : container_neighbors(t, host, nic.index))
@@ -124,6 +130,7 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
   // container routing: a table per NIC for the job's NIC-k address, and
   // the default route
   for (bool v6 : {false, true}) {
+    if (!has(v6)) continue;
     int fam = v6 ? AF_INET6 : AF_INET;
     auto host_side = [&](const Nic& nic) { return v6 ? IpAddr(nic.host_side6.addr) : IpAddr(nic.host_side4.addr); };
     for (const auto& nic : h.nics) {
@@ -174,14 +181,15 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     auto cont_side = [&](const Nic& nic) { return v6 ? IpAddr(nic.cont_side6.addr) : IpAddr(nic.cont_side4.addr); };
     std::vector<Via> to_job, out_of_nics;
     for (const auto& nic : h.nics) to_job.push_back({cont_side(nic), jidx(nic), 1});
-    p.add(hns, change::AddRoute{Route{v6 ? IpNet(Net6(h.job->task_ip6, 128)) : IpNet(Net4(h.job->task_ip4, 32)), to_job}});
+    if (has(v6))
+      p.add(hns, change::AddRoute{Route{v6 ? IpNet(Net6(job.task_ip6, 128)) : IpNet(Net4(job.task_ip4, 32)), to_job}});
     for (const auto& nic : h.nics) {
       const Link& l = t.links[nic.link];
       IpAddr gw = v6 ? IpAddr(l.a.addr6.addr) : IpAddr(l.a.addr4.addr);
       int nic_idx = nic_ifindex.at(static_cast<size_t>(nic.index));
-      IpNet job = v6 ? IpNet(Net6(nic.job_addr6.addr, static_cast<unsigned short>(nic.job_addr6.len)))
-                     : IpNet(Net4(nic.job_addr4.addr, static_cast<unsigned short>(nic.job_addr4.len)));
-      p.add(hns, change::AddRoute{Route{job, std::vector<Via>{{cont_side(nic), jidx(nic), 1}}}});
+      IpNet job_net = v6 ? IpNet(Net6(nic.job_addr6.addr, static_cast<unsigned short>(nic.job_addr6.len)))
+                         : IpNet(Net4(nic.job_addr4.addr, static_cast<unsigned short>(nic.job_addr4.len)));
+      if (has(v6)) p.add(hns, change::AddRoute{Route{job_net, std::vector<Via>{{cont_side(nic), jidx(nic), 1}}}});
       uint32_t table = kTableBase + static_cast<uint32_t>(nic.index);
       Route out{IpNet::default_route(fam), std::vector<Via>{{gw, nic_idx, 1}}};
       out.table = table;

@@ -198,3 +198,29 @@ TEST_CASE("host plan: single egress leaves through NIC 0; netkit links need no n
   CHECK(nk.all<change::Neighbor>().empty());
   CHECK(nk.all<change::Group>().size() == 2);
 }
+
+TEST_CASE("host plan of an IPv6-only job: no IPv4 task IP, NIC address, route or group in the container", "[unit]") {
+  auto t = load_topology_text(R"(<topology><rack name="r"><host name="h" nics="2"><job family="ipv6" egress="ecmp"/></host>
+    </rack></topology>)", "v6.xml");
+  int h = t.find_node("h");
+  auto fabric = fabric_plan(t, "t1");
+  std::vector<int> idx;
+  for (const auto& nic : t.nodes[static_cast<size_t>(h)].nics) idx.push_back(fabric.ifindex.at({h, t.links[nic.link].b.ifname}));
+  std::string jns = lanes::hostnet::job_netns("t1", "h");
+  auto p = lanes::hostnet::host_plan(t, h, EgressMode::ecmp, false, RunRegistry::netns_name("t1", "h"), jns, idx);
+  const auto& job = *t.nodes[static_cast<size_t>(h)].job;
+  for (const auto& [where, a] : p.all<change::Address>()) {
+    if (!std::holds_alternative<IfAddr4>(a.addr)) continue;
+    auto v4 = std::get<IfAddr4>(a.addr).addr;
+    CHECK_FALSE(v4 == job.task_ip4);
+    for (const auto& nic : t.nodes[static_cast<size_t>(h)].nics) CHECK_FALSE(v4 == nic.job_addr4.addr);
+  }
+  REQUIRE(p.all<change::Group>().size() == 1);
+  CHECK(p.all<change::Group>()[0].second.id == 1001);  // the IPv6 group alone
+  for (const auto& [where, r] : p.all<change::AddRoute>())
+    if (where == jns) CHECK(r.route.dst.family() == AF_INET6);
+  auto cfg = lanes::hostnet::host_agent_config(t, h, "t1", EgressMode::ecmp);
+  CHECK(cfg.task4.empty());
+  CHECK(cfg.task6 == job.task_ip6.to_string());
+  CHECK(cfg.nics[0].job4.empty());
+}

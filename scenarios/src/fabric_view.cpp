@@ -36,7 +36,12 @@ tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
 
 std::string TaskGroups::prefix(const std::string& host) const {
   const auto& job = *topo_.nodes.at(static_cast<size_t>(topo_.find_node(host))).job;
-  return family_ == AF_INET6 ? job.task_ip6.to_string() + "/128" : job.task_ip4.to_string() + "/32";
+  return family_of(host) == AF_INET6 ? job.task_ip6.to_string() + "/128" : job.task_ip4.to_string() + "/32";
+}
+
+int TaskGroups::family_of(const std::string& host) const {
+  if (family_) return family_;
+  return topo_.nodes.at(static_cast<size_t>(topo_.find_node(host))).job->has4() ? AF_INET : AF_INET6;
 }
 
 int TaskGroups::switch_of(const std::string& host) const {
@@ -45,18 +50,18 @@ int TaskGroups::switch_of(const std::string& host) const {
 }
 
 tb::Result<std::map<std::string, uint32_t>> TaskGroups::ids(const std::vector<std::string>& hosts) {
-  std::map<int, std::map<std::string, uint32_t>> group_of;  // switch → prefix → group
+  std::map<std::pair<int, int>, std::map<std::string, uint32_t>> group_of;  // (switch, family) → prefix → group
   std::map<std::string, uint32_t> out;
   for (const auto& h : hosts) {
-    int sw = switch_of(h);
-    if (!group_of.count(sw)) {
-      auto routes = fabric_.routes(sw, family_);
+    auto key = std::make_pair(switch_of(h), family_of(h));
+    if (!group_of.count(key)) {
+      auto routes = fabric_.routes(key.first, key.second);
       if (!routes) return routes.error();
-      auto& of = group_of[sw];
+      auto& of = group_of[key];
       for (const auto& r : routes.value()) of[r.dst] = r.nh_id;
     }
-    auto it = group_of[sw].find(prefix(h));
-    out[h] = it == group_of[sw].end() ? 0 : it->second;
+    auto it = group_of[key].find(prefix(h));
+    out[h] = it == group_of[key].end() ? 0 : it->second;
   }
   return out;
 }

@@ -170,10 +170,13 @@ class PhaseRun final : public StepContext {
     if (!nl) throw StepError(nl.error().what());
     auto lo = nl.value().ifindex("lo");
     if (!lo) throw StepError(lo.error().what());
-    (void)nl.value().add_address(lo.value(), tb::IfAddr4{vj.task_ip4, 32}, "lo");
-    (void)nl.value().add_address(lo.value(), tb::IfAddr6{vj.task_ip6, 128}, "lo");
+    // the victim's families that the claimer's own job has
+    const auto& hj = *N(host).job;
+    bool v4 = vj.has4() && hj.has4(), v6 = vj.has6() && hj.has6();
+    if (v4) (void)nl.value().add_address(lo.value(), tb::IfAddr4{vj.task_ip4, 32}, "lo");
+    if (v6) (void)nl.value().add_address(lo.value(), tb::IfAddr6{vj.task_ip6, 128}, "lo");
     if (auto claimed = lanes::vip::claim_task_ips(live_->registry().layout(live_->id()), host,
-                                                  vj.task_ip4.to_string(), vj.task_ip6.to_string());
+                                                  v4 ? vj.task_ip4.to_string() : "", v6 ? vj.task_ip6.to_string() : "");
         !claimed)
       throw StepError(claimed.error().what());
   }
@@ -535,7 +538,7 @@ class PhaseRun final : public StepContext {
       size_t count = static_cast<size_t>(st.integer("count"));
       auto t = st.duration("timeout", milliseconds(30'000));
       auto start = Clock::now();
-      TaskGroups groups(topo_, *fabric_, st.str("family", "ipv4") == "ipv6" ? AF_INET6 : AF_INET);
+      TaskGroups groups(topo_, *fabric_, !st.has("family") ? 0 : st.str("family") == "ipv6" ? AF_INET6 : AF_INET);
       bool ok = scenarios::eventually([&] { return groups.all_have(hosts, count); }, t, milliseconds(20));
       double took = std::chrono::duration<double>(Clock::now() - start).count();
       auto missing = [&] {

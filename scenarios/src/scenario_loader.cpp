@@ -30,7 +30,8 @@ const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|b
                               {"nics", Kind::integer},
                               {"rate", Kind::text},
                               {"hold-time", Kind::integer},
-                              {"bfd-interval", Kind::integer}};
+                              {"bfd-interval", Kind::integer},
+                              {"family", Kind::choice, false, "dual|ipv4|ipv6"}};
 
 // element -> type -> attributes ("" = the element has no type attribute);
 // the typed elements' types are plug-ins (below)
@@ -219,7 +220,7 @@ class Loader {
         if (!n.attribute(k)) n.append_attribute(k);
         n.attribute(k).set_value(it->second.c_str());
       };
-      if (e == "job") set("egress"), set("vip");
+      if (e == "job") set("egress"), set("vip"), set("family");
       if (e == "host") set("nics"), set("rate");
       if (e == "rack") set("hold-time"), set("bfd-interval");
       for (auto c : n.children())
@@ -245,7 +246,7 @@ class Loader {
     if (!topo_el) {
       problem(root, "<scenario> needs a <topology file=\"...\"/>");
     } else {
-      check_only(topo_el, {"file", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval"});
+      check_only(topo_el, {"file", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval", "family"});
       std::string f = topo_el.attribute("file").value();
       if (f.empty()) {
         problem(topo_el, "<topology> needs file=\"...\" (a topology file, relative to this scenario)");
@@ -280,7 +281,7 @@ class Loader {
       if (e == "phase") {
         Phase ph;
         ph.line = line_of(c);
-        check_only(c, {"name", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval"});
+        check_only(c, {"name", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval", "family"});
         ph.name = c.attribute("name").value();
         if (ph.name.empty()) problem(c, "<phase> needs name=\"...\"");
         if (!phase_names.insert(ph.name).second) problem(c, "a phase named '{}' exists already", ph.name);

@@ -71,6 +71,21 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(apa["resilient"]["unbalanced_timer_s"] == 3);
   CHECK(AgentConfig::from_json(apa).resilient.unbalanced_timer_s == 3);
   CHECK(four_nic_config().resilient.unbalanced_timer_s == 1);  // the default
+
+  // an IPv6-only job: its sessions over IPv6, it owns its /128 only
+  auto v6 = load_topology_text(R"(<topology><rack name="r"><host name="h" nics="2"><job family="ipv6"/></host>
+    </rack></topology>)", "v6.xml");
+  auto nb6 = switch_neighbors(v6, v6.find_node("r-tor"));
+  REQUIRE(nb6.size() == 2);
+  const Node& h6 = v6.nodes[v6.find_node("h")];
+  CHECK(nb6[0].address == h6.nics[0].job_addr6.addr.to_string());
+  CHECK(nb6[0].local == v6.links[h6.nics[0].link].a.addr6.addr.to_string());
+  std::string c6 = render_gobgp_config(v6, v6.find_node("r-tor"));
+  CHECK(c6.find("task6-h") != std::string::npos);
+  CHECK(c6.find("task4-h") == std::string::npos);
+  CHECK(c6.find(h6.job->task_ip4.to_string()) == std::string::npos);
+  auto a6 = render_agent_config(v6, v6.find_node("r-tor"));
+  CHECK(a6["static"].size() == 2);  // the job's IPv6 NIC addresses only
 }
 
 TEST_CASE("FIB agent makes a four-member group from four paths and a withdrawal shrinks it in place", "[unit]") {

@@ -21,8 +21,9 @@ SpeakerConfig injector_config(const Topology& t, int host) {
   SpeakerConfig c;
   c.host = h.name;
   c.add_path = h.job->vip == VipMode::add_path;
-  c.task4 = h.job->task_ip4.to_string();
-  c.task6 = h.job->task_ip6.to_string();
+  // the job's families only; an IPv6-only job's sessions run over IPv6
+  c.task4 = h.job->has4() ? h.job->task_ip4.to_string() : "";
+  c.task6 = h.job->has6() ? h.job->task_ip6.to_string() : "";
   c.local_as = h.asn;
   c.peer_as = sw.asn;
   c.hold_time = rack.sw.hold_time_s;
@@ -35,7 +36,7 @@ SpeakerConfig injector_config(const Topology& t, int host) {
   // per NIC: its own next hop; ADD-PATH: every NIC's, on two sessions
   for (const auto& nic : h.nics)
     if (has_injector_session(h, nic.index))
-      c.sessions.push_back({injector_session_address(h, nic.index), t.links[nic.link].a.addr4.addr.to_string(),
+      c.sessions.push_back({injector_session_address(h, nic.index), injector_session_peer(t, h, nic.index),
                             c.add_path ? all : std::vector<int>{nic.index}, "eth" + std::to_string(nic.index)});
   return c;
 }

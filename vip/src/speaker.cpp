@@ -84,7 +84,14 @@ Speaker::Speaker(SpeakerConfig cfg, testbed::EventLoop& loop, uint64_t seed) : c
     sc.peer_as = cfg_.peer_as;
     sc.hold_time = cfg_.hold_time;
     sc.add_path_send = cfg_.add_path;
-    inet_pton(AF_INET, s.local.c_str(), &sc.bgp_id);
+    // the BGP Identifier: the session's IPv4 address, or for a session
+    // over IPv6 a nonzero number made from its address (RFC 6286: unique
+    // within the AS is all it must be)
+    if (inet_pton(AF_INET, s.local.c_str(), &sc.bgp_id) != 1) {
+      uint32_t h = 2166136261u;
+      for (unsigned char ch : s.local) h = (h ^ ch) * 16777619u;
+      sc.bgp_id = htonl((h & 0x00ffffffu) | 0x0a000000u);  // 10.x.y.z: never 0, never an address of lanes'
+    }
     auto p = std::make_unique<Peer>(sc, seed++);
     p->local = s.local;
     p->remote = s.peer;

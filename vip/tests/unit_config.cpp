@@ -25,6 +25,19 @@ TEST_CASE("the injector's config is written and read back as the same struct", "
   CHECK(SpeakerConfig::from_json(nlohmann::json::parse(c.to_json().dump())) == c);
 }
 
+TEST_CASE("an IPv6-only job's injector: sessions over IPv6 to the switch ports, the /128 alone", "[unit]") {
+  auto t = load_topology_text(R"(<topology><rack name="r"><host name="h" nics="2"><job family="ipv6"/></host>
+    </rack></topology>)", "v6.xml");
+  int h = t.find_node("h");
+  auto c = injector_config(t, h);
+  CHECK(c.task4.empty());
+  CHECK_FALSE(c.task6.empty());
+  REQUIRE(c.sessions.size() == 2);
+  const auto& n = t.nodes[static_cast<size_t>(h)];
+  CHECK(c.sessions[0].local == n.nics[0].job_addr6.addr.to_string());
+  CHECK(c.sessions[0].peer == t.links[n.nics[0].link].a.addr6.addr.to_string());
+}
+
 TEST_CASE("a hijack claim rewrites only the task IPs of the injector's config", "[unit]") {
   auto t = load_topology(lanes::test::topology("laptop.xml"));
   auto dir = std::filesystem::temp_directory_path() / ("lanes-claim-" + std::to_string(::getpid()));

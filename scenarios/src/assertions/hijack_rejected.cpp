@@ -21,12 +21,14 @@ reports::Assertion HijackRejected::check(const Step& st, LiveContext& ctx) const
   a.name = std::string(type()) + " " + rogue + " claims " + victim;
   auto nics_of = [&](const std::string& h) {
     std::set<std::string> out;
-    for (const auto& nic : ctx.topo.nodes.at(static_cast<size_t>(ctx.topo.find_node(h))).nics)
-      out.insert(nic.job_addr4.addr.to_string());
+    const auto& n = ctx.topo.nodes.at(static_cast<size_t>(ctx.topo.find_node(h)));
+    for (const auto& nic : n.nics) out.insert(testbed::injector_session_address(n, nic.index));
     return out;
   };
   auto victim_nh = nics_of(victim), rogue_nh = nics_of(rogue);
-  TaskGroups groups(ctx.topo, ctx.fabric);
+  // the victim's task IP of its first family (IPv6 for an IPv6-only job)
+  int family = ctx.topo.nodes.at(static_cast<size_t>(ctx.topo.find_node(victim))).job->has4() ? AF_INET : AF_INET6;
+  TaskGroups groups(ctx.topo, ctx.fabric, family);
   int sw = groups.switch_of(victim);
   uint64_t rejected = 0;
   size_t paths = 0, foreign = 0;
@@ -36,7 +38,7 @@ reports::Assertion HijackRejected::check(const Step& st, LiveContext& ctx) const
       for (const auto& s : sessions.value())
         if (rogue_nh.count(s.neighbor)) rejected += s.rejected;
     paths = foreign = 0;
-    if (auto rib = ctx.fabric.rib(sw, AF_INET, groups.prefix(victim)))
+    if (auto rib = ctx.fabric.rib(sw, family, groups.prefix(victim)))
       for (const auto& r : rib.value()) {
         ++paths;
         foreign += !victim_nh.count(r.neighbor);

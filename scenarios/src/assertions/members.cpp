@@ -28,7 +28,7 @@ reports::Assertion MembersAssertion::check(const Step& st, LiveContext& ctx) con
   a.name = type();
   auto hosts = hosts_of(st, ctx.topo);
   size_t count = static_cast<size_t>(st.integer("count"));
-  TaskGroups groups(ctx.topo, ctx.fabric, st.str("family", "ipv4") == "ipv6" ? AF_INET6 : AF_INET);
+  TaskGroups groups(ctx.topo, ctx.fabric, !st.has("family") ? 0 : st.str("family") == "ipv6" ? AF_INET6 : AF_INET);
   a.passed = ctx.eventually([&] { return groups.all_have(hosts, count); },
                             st.duration("timeout", std::chrono::milliseconds(10'000)), std::chrono::milliseconds(100));
   auto seen = groups.members(hosts);

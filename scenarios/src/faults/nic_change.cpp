@@ -41,10 +41,18 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
   std::vector<std::map<std::string, std::vector<uint32_t>>> before;
   for (int family : {AF_INET, AF_INET6}) {
     TaskGroups g(ctx.topo(), ctx.fabric(), family);
+    bool wanted = false;  // a single-family job has no task route of the other
+    for (const auto& h : hosts) {
+      const auto& job = *ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(h))).job;
+      wanted = wanted || (family == AF_INET ? job.has4() : job.has6());
+    }
+    if (!wanted) continue;
     std::map<std::string, size_t> m;
     size_t any = 0;
     for (const auto& [h, mm] : g.members(hosts)) any += (m[h] = mm.size());
-    if (any == 0 && family == AF_INET6) continue;  // no IPv6 task routes: nothing to compare
+    // a family without a group before the fault has nothing to compare
+    // (unless none has one: then that lack is what the record shows)
+    if (any == 0 && !(family == AF_INET6 && groups.empty())) continue;
     if (down_) {
       auto b = g.buckets(hosts);
       if (!b) throw StepError(b.error().what());
@@ -53,6 +61,7 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
     groups.push_back(g);
     members.push_back(std::move(m));
   }
+  if (groups.empty()) throw StepError(fmt::format("nic-{}: the hosts have no task IP", down_ ? "down" : "up"));
   auto at = Clock::now();
   ctx.set_nics(hosts, nic, !down_);
   double applied_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();

@@ -19,8 +19,9 @@ void RogueAnnounce::apply(const Step& st, const std::string& label, StepContext&
   ctx.claim_task_ips(host, victim);
   kill_and_await_restart(ctx, host, "vip-injector", label);
   const auto& topo = ctx.topo();
+  const auto& vj = *topo.nodes.at(static_cast<size_t>(topo.find_node(victim))).job;
   ctx.say(fmt::format("fault: {}'s job now announces {}'s task IP {}", host, victim,
-                      topo.nodes.at(static_cast<size_t>(topo.find_node(victim))).job->task_ip4.to_string()));
+                      vj.has4() ? vj.task_ip4.to_string() : vj.task_ip6.to_string()));
 }
 
 }  // namespace lanes::scenarios

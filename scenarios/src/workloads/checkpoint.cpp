@@ -45,7 +45,7 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   // (64 senders took 8.7 s on 2 cores)
   for (size_t i = 0; i < hosts.size(); ++i) {
     const auto& h = topo.nodes.at(static_cast<size_t>(topo.find_node(hosts[i])));
-    bool v6 = wants_v6(st);
+    bool v6 = wants_v6(st, &h);
     std::string to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
     w.clients.push_back(ctx.start_traffic(
         "send", save_ ? ctx.job_ns(hosts[i]) : ctx.node_ns(server),

@@ -27,7 +27,10 @@ void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
     if (plan.conns[i] == 0) continue;
     std::vector<std::string> args = {
-        "fetch", "--to", ctx.server_addr(plan.servers[i % plan.servers.size()], wants_v6(st)), "--port", std::to_string(w.port),
+        "fetch", "--to",
+        ctx.server_addr(plan.servers[i % plan.servers.size()],
+                        wants_v6(st, &ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i]))))),
+        "--port", std::to_string(w.port),
         "--conns", std::to_string(plan.conns[i]), "--requests", std::to_string(plan.requests), "--bytes",
         std::to_string(plan.bytes), "--seed", seed, "--timeout",
         std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)};

@@ -41,7 +41,7 @@ void Probe::start(WorkloadRun& w, StepContext& ctx) const {
   w.port = ctx.take_ports(1);
   int rns = topo.is_job_host(to.name) ? ctx.job_ns(to.name) : ctx.node_ns(to.name);
   int sns = topo.is_job_host(from.name) ? ctx.job_ns(from.name) : ctx.node_ns(from.name);
-  bool v6 = wants_v6(st);
+  bool v6 = wants_v6(st, topo.is_job_host(to.name) ? &to : topo.is_job_host(from.name) ? &from : nullptr);
   std::string dst = topo.is_job_host(to.name) ? (v6 ? to.job->task_ip6.to_string() : to.job->task_ip4.to_string())
                                               : ctx.server_addr(to.name, v6);
   std::vector<std::string> args = {"probe-send", "--to", dst, "--port", std::to_string(w.port), "--rate",

@@ -13,9 +13,13 @@
 namespace lanes::scenarios {
 
 // family="ipv4|ipv6" of every workload: the addresses its transfers use
-// (the task IP, the servers' and the NICs' addresses of that family)
+// (the task IP, the servers' and the NICs' addresses of that family);
+// without it, IPv4 unless the job host it runs for is IPv6-only
 inline constexpr Attr kFamilyAttr = {"family", Kind::choice, false, "ipv4|ipv6"};
-inline bool wants_v6(const Step& st) { return st.str("family", "ipv4") == "ipv6"; }
+inline bool wants_v6(const Step& st, const testbed::Node* job_host) {
+  if (st.has("family")) return st.str("family") == "ipv6";
+  return job_host && job_host->job && !job_host->job->has4();
+}
 
 // checkpoint-save (the job sends to a storage server) and
 // checkpoint-restore (the server sends to the job): one transfer per host

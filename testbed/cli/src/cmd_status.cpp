@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <algorithm>
 #include <atomic>
 #include <ctime>
@@ -122,10 +123,12 @@ nlohmann::json run_detail_json(const Roles& roles, const RunRegistry& reg, const
     }
     if (n.job) {
       jn["job"] = {{"name", n.job->name},
-                   {"task_ip4", n.job->task_ip4.to_string()},
-                   {"task_ip6", n.job->task_ip6.to_string()},
+                   {"family", to_string(n.job->family)},
                    {"egress", to_string(n.job->egress)},
                    {"vip", to_string(n.job->vip)}};
+      // the task IPs of the job's families only
+      if (n.job->has4()) jn["job"]["task_ip4"] = n.job->task_ip4.to_string();
+      if (n.job->has6()) jn["job"]["task_ip6"] = n.job->task_ip6.to_string();
     }
     auto ns = Netns::open(nsname);
     jn["present"] = ns.ok();
@@ -221,6 +224,16 @@ nlohmann::json run_fleet_json(const Roles& roles, const RunRegistry& reg, const 
   j["racks"] = std::move(racks);
   return j;
 }
+
+namespace {
+// "198.19.0.1 2001:2:0:100::1", or the one of a single-family job
+std::vector<std::string> task_ips_of(const nlohmann::json& job) {
+  std::vector<std::string> out;
+  for (const char* k : {"task_ip4", "task_ip6"})
+    if (job.contains(k)) out.push_back(job[k].get<std::string>());
+  return out;
+}
+}  // namespace
 
 int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
@@ -329,9 +342,9 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
     std::string extra;
     if (n.contains("asn")) extra = fmt::format(" AS {} router-id {}", n["asn"].get<uint32_t>(), n["router_id"].get<std::string>());
     if (n.contains("job"))
-      extra = fmt::format(" job {} task {} {} egress {} vip {}", n["job"]["name"].get<std::string>(),
-                          n["job"]["task_ip4"].get<std::string>(), n["job"]["task_ip6"].get<std::string>(),
-                          n["job"]["egress"].get<std::string>(), n["job"]["vip"].get<std::string>());
+      extra = fmt::format(" job {} task {} egress {} vip {}", n["job"]["name"].get<std::string>(),
+                          fmt::join(task_ips_of(n["job"]), " "), n["job"]["egress"].get<std::string>(),
+                          n["job"]["vip"].get<std::string>());
     out << fmt::format("{} ({}){}{}\n", n["name"].get<std::string>(), n["kind"].get<std::string>(), extra,
                        n["present"].get<bool>() ? "" : "  [namespace missing]");
     if (n.contains("bgp")) {

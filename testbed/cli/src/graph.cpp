@@ -15,8 +15,11 @@ std::string node_label(const Node& n) {
     case NodeKind::rack_switch:
       return fmt::format("{}\\nAS {}", n.name, n.asn);
     case NodeKind::host:
-      return fmt::format("{}\\n{} NICs\\ntask {}", n.name, n.nics.size(),
-                         n.job ? n.job->task_ip4.to_string() : "-");
+      if (!n.job) return fmt::format("{}\\n{} NICs", n.name, n.nics.size());
+      // the task IPs of the job's families
+      return fmt::format("{}\\n{} NICs\\ntask {}{}{}", n.name, n.nics.size(),
+                         n.job->has4() ? n.job->task_ip4.to_string() : "",
+                         n.job->has4() && n.job->has6() ? "\\n" : "", n.job->has6() ? n.job->task_ip6.to_string() : "");
     case NodeKind::server:
       return fmt::format("{}\\n{}", n.name, to_string(n.role));
   }

@@ -38,6 +38,22 @@ std::optional<VipMode> parse_vip_mode(const std::string& s) {
   return std::nullopt;
 }
 
+const char* to_string(JobFamily f) {
+  switch (f) {
+    case JobFamily::ipv4: return "ipv4";
+    case JobFamily::ipv6: return "ipv6";
+    case JobFamily::dual: break;
+  }
+  return "dual";
+}
+
+std::optional<JobFamily> parse_job_family(const std::string& s) {
+  if (s == "dual") return JobFamily::dual;
+  if (s == "ipv4") return JobFamily::ipv4;
+  if (s == "ipv6") return JobFamily::ipv6;
+  return std::nullopt;
+}
+
 const char* to_string(LinkKind k) {
   switch (k) {
     case LinkKind::host_nic: return "host-nic";
@@ -58,7 +74,13 @@ bool has_injector_session(const Node& host, int nic) {
 }
 
 std::string injector_session_address(const Node& host, int nic) {
-  return host.nics.at(static_cast<size_t>(nic)).job_addr4.addr.to_string();
+  const auto& n = host.nics.at(static_cast<size_t>(nic));
+  return host.job && !host.job->has4() ? n.job_addr6.addr.to_string() : n.job_addr4.addr.to_string();
+}
+
+std::string injector_session_peer(const Topology& t, const Node& host, int nic) {
+  const auto& sw_end = t.links.at(static_cast<size_t>(host.nics.at(static_cast<size_t>(nic)).link)).a;
+  return host.job && !host.job->has4() ? sw_end.addr6.addr.to_string() : sw_end.addr4.addr.to_string();
 }
 
 int Topology::find_node(const std::string& n) const {

@@ -404,7 +404,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       problem(j, "a host runs one job container; <job> is given twice");
       continue;
     }
-    check_shape(j, {"name", "task-ip4", "task-ip6", "egress", "vip"}, {});
+    check_shape(j, {"name", "task-ip4", "task-ip6", "egress", "vip", "family"}, {});
     job_template.name = get_name(j, "job");
     if (auto a = j.attribute("egress")) {
       auto m = parse_egress_mode(a.value());
@@ -420,6 +420,17 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       else
         job_template.vip = *m;
     }
+    if (auto a = j.attribute("family")) {
+      auto f = parse_job_family(a.value());
+      if (!f)
+        problem(j, "<job> family=\"{}\": expected dual, ipv4 or ipv6", a.value());
+      else
+        job_template.family = *f;
+    }
+    if (j.attribute("task-ip4") && !job_template.has4())
+      problem(j, "<job> task-ip4 on a job with family=\"ipv6\": an IPv6-only job has no IPv4 task IP");
+    if (j.attribute("task-ip6") && !job_template.has6())
+      problem(j, "<job> task-ip6 on a job with family=\"ipv4\": an IPv4-only job has no IPv6 task IP");
     if (auto a = j.attribute("task-ip4")) {
       if (count > 1) problem(j, "<job> task-ip4 cannot be given for a host with count > 1");
       task4 = parse_ip4(a.value());

@@ -53,7 +53,10 @@ Convergence check_convergence(const Topology& topo, const std::function<Netlink&
     if (n.kind != NodeKind::host || !n.job || n.rack < 0) continue;
     int sw = topo.racks[static_cast<size_t>(n.rack)].switch_node;
     const SwitchView& v = view(sw);
-    for (const std::string& prefix : {n.job->task_ip4.to_string() + "/32", n.job->task_ip6.to_string() + "/128"}) {
+    std::vector<std::string> prefixes;
+    if (n.job->has4()) prefixes.push_back(n.job->task_ip4.to_string() + "/32");
+    if (n.job->has6()) prefixes.push_back(n.job->task_ip6.to_string() + "/128");
+    for (const std::string& prefix : prefixes) {
       ++c.task_ips;
       auto it = v.members.find(prefix);
       size_t have = it == v.members.end() ? 0 : it->second;

@@ -65,7 +65,7 @@ std::vector<SwitchNeighbor> switch_neighbors(const Topology& t, int node) {
     if (l.kind == LinkKind::host_nic && l.a.node == node) {
       const Node& host = t.nodes[l.b.node];
       if (!has_injector_session(host, l.nic)) continue;
-      out.push_back({injector_session_address(host, l.nic), l.a.addr4.addr.to_string(), host.asn,
+      out.push_back({injector_session_address(host, l.nic), injector_session_peer(t, host, l.nic), host.asn,
                      fmt::format("{} nic{}", host.name, l.nic), true, l.b.node});
     }
   }
@@ -90,15 +90,20 @@ std::string render_gobgp_config(const Topology& t, int node) {
     for (const auto& nb : neighbors) (nb.host ? all_hosts : fabric).push_back(nb.address);
     for (int h : rack->hosts) {
       const Node& host = t.nodes[h];
-      // a GoBGP prefix set holds one address family
-      s += "[[defined-sets.prefix-sets]]\n";
-      s += fmt::format("  prefix-set-name = {}\n", q("task4-" + host.name));
-      s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
-      s += fmt::format("    ip-prefix = {}\n", q(host.job->task_ip4.to_string() + "/32"));
-      s += "[[defined-sets.prefix-sets]]\n";
-      s += fmt::format("  prefix-set-name = {}\n", q("task6-" + host.name));
-      s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
-      s += fmt::format("    ip-prefix = {}\n", q(host.job->task_ip6.to_string() + "/128"));
+      // a GoBGP prefix set holds one address family; a job owns only the
+      // families it has (any other announcement from it is rejected below)
+      if (host.job->has4()) {
+        s += "[[defined-sets.prefix-sets]]\n";
+        s += fmt::format("  prefix-set-name = {}\n", q("task4-" + host.name));
+        s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
+        s += fmt::format("    ip-prefix = {}\n", q(host.job->task_ip4.to_string() + "/32"));
+      }
+      if (host.job->has6()) {
+        s += "[[defined-sets.prefix-sets]]\n";
+        s += fmt::format("  prefix-set-name = {}\n", q("task6-" + host.name));
+        s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
+        s += fmt::format("    ip-prefix = {}\n", q(host.job->task_ip6.to_string() + "/128"));
+      }
       std::vector<std::string> sessions;
       for (const auto& nb : neighbors)
         if (nb.host_node == h) sessions.push_back(nb.address);
@@ -125,6 +130,7 @@ std::string render_gobgp_config(const Topology& t, int node) {
     for (int h : rack->hosts) {
       const Node& host = t.nodes[h];
       for (const char* fam : {"4", "6"}) {
+        if (!(fam[0] == '4' ? host.job->has4() : host.job->has6())) continue;
         s += "  [[policy-definitions.statements]]\n";
         s += fmt::format("    name = {}\n", q(fmt::format("own{}-{}", fam, host.name)));
         s += "    [policy-definitions.statements.conditions.match-prefix-set]\n";
@@ -211,8 +217,11 @@ nlohmann::json render_agent_config(const Topology& t, int node) {
       match.push_back(nic.job_addr4.addr.to_string());
       match.push_back(nic.job_addr6.addr.to_string());
       // the job's per-NIC addresses live behind this port
-      statics.push_back({{"dst", nic.job_addr4.str()}, {"ifname", me.ifname}, {"gateway", peer.addr4.addr.to_string()}});
-      statics.push_back({{"dst", nic.job_addr6.str()}, {"ifname", me.ifname}, {"gateway", peer.addr6.addr.to_string()}});
+      const auto& job = *t.nodes[l.b.node].job;
+      if (job.has4())
+        statics.push_back({{"dst", nic.job_addr4.str()}, {"ifname", me.ifname}, {"gateway", peer.addr4.addr.to_string()}});
+      if (job.has6())
+        statics.push_back({{"dst", nic.job_addr6.str()}, {"ifname", me.ifname}, {"gateway", peer.addr6.addr.to_string()}});
     }
     // the injector session riding this port: reset when it loses carrier
     nlohmann::json sessions = nlohmann::json::array();

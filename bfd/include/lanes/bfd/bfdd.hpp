@@ -26,7 +26,8 @@ struct BfddConfig {
 
 // The BFD sessions of NODE: a rack switch's ports towards its job hosts,
 // or a job host's NICs (towards its rack switch), over the links' IPv4
-// addresses, at the rack's interval; none where the rack has BFD off.
+// addresses (IPv6 for an IPv6-only job), at the rack's interval; none
+// where the rack has BFD off.
 std::vector<LinkConfig> bfd_links(const testbed::Topology& t, int node);
 
 // Where a node's bfdd keeps its files: <node dir>/bfdd.json (BfddConfig),

@@ -55,12 +55,14 @@ class LiveFabric : public FabricView {
 // one route dump and one nexthop dump per switch, however many hosts.
 class TaskGroups {
  public:
-  // the groups of the task IPs of FAMILY (AF_INET: the /32s, AF_INET6: the /128s)
-  TaskGroups(const testbed::Topology& topo, FabricView& fabric, int family = AF_INET)
+  // the groups of the task IPs of FAMILY (AF_INET: the /32s, AF_INET6: the
+  // /128s; 0: each host's first family, IPv6 for an IPv6-only job)
+  TaskGroups(const testbed::Topology& topo, FabricView& fabric, int family = 0)
       : topo_(topo), fabric_(fabric), family_(family) {}
   // the task prefix of HOST ("198.19.0.1/32", "2001:2:0:100::1/128")
   std::string prefix(const std::string& host) const;
   int switch_of(const std::string& host) const;
+  int family_of(const std::string& host) const;
   // HOST → its group id at its switch (0: no route, or one without a group)
   testbed::Result<std::map<std::string, uint32_t>> ids(const std::vector<std::string>& hosts);
   // HOST → its group's members; a dump that fails counts as no members

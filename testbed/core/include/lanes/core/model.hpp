@@ -66,12 +66,22 @@ struct Nic {
   IfAddr6 host_side6, cont_side6;
 };
 
+// The address families a job's network has (<job family="...">): both, or
+// one. An IPv6-only job has no IPv4 task IP or NIC addresses, and its
+// injector sessions run over IPv6; an IPv4-only one the other way round.
+enum class JobFamily { dual, ipv4, ipv6 };
+const char* to_string(JobFamily f);
+std::optional<JobFamily> parse_job_family(const std::string& s);
+
 struct Job {
   std::string name;
-  Ip4 task_ip4;
-  Ip6 task_ip6;
+  Ip4 task_ip4;  // planned for every job (the numbering stays put); used only where has4()
+  Ip6 task_ip6;  // likewise, where has6()
   EgressMode egress = EgressMode::ecmp;
   VipMode vip = VipMode::per_nic;
+  JobFamily family = JobFamily::dual;
+  bool has4() const { return family != JobFamily::ipv6; }
+  bool has6() const { return family != JobFamily::ipv4; }
 };
 
 struct Node {
@@ -149,7 +159,10 @@ inline constexpr int kAddPathSessions = 2;
 // Whether a host's VIP injector has a session on NIC `nic`: every NIC in
 // per-NIC mode, the first kAddPathSessions in ADD-PATH mode.
 bool has_injector_session(const Node& host, int nic);
-// The address that session uses: the job container's address for the NIC.
+// The address that session uses: the job container's address for the NIC
+// (its IPv6 one for an IPv6-only job: the session runs over IPv6).
 std::string injector_session_address(const Node& host, int nic);
+// The switch's end of it: the switch port's address of the same family.
+std::string injector_session_peer(const Topology& t, const Node& host, int nic);
 
 }  // namespace lanes::testbed
