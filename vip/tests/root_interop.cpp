@@ -1,7 +1,8 @@
 // root tier: the VIP injector against BGP speakers that are not GoBGP —
 // BIRD 2 and FRR's bgpd (Debian's bird2 and frr, installed by scripts/setup)
 // — run in the rack switch's namespace in its place, in both injector
-// modes, IPv4 and IPv6 NLRI: sessions up, one path per NIC (ADD-PATH: with
+// modes, IPv4 and IPv6 NLRI over IPv4 sessions, and an IPv6-only job over
+// IPv6 sessions: sessions up, one path per NIC (ADD-PATH: with
 // distinct path ids, or they would replace each other), one NIC down
 // withdraws exactly its path and its return restores it, a route refresh
 // from the peer is answered, and SIGTERM withdraws everything before the
@@ -185,21 +186,24 @@ class Frr final : public Peer {
   std::string dir_;
 };
 
-std::string topo(const char* vip) {
+std::string topo(const char* vip, const char* family) {
   auto path = std::filesystem::temp_directory_path() / ("lanes-interop-" + std::to_string(::getpid()) + ".xml");
   std::ofstream(path) << "<topology name=\"interop\"><rack name=\"r1\"><host name=\"h\" count=\"1\" nics=\"4\">"
-                      << "<job vip=\"" << vip << "\"/></host><server name=\"storage\"/></rack></topology>";
+                      << "<job vip=\"" << vip << "\" family=\"" << family
+                      << "\"/></host><server name=\"storage\"/></rack></topology>";
   return path.string();
 }
 
 enum class Kind { bird, frr };
 
-void interop(Kind kind, const char* vip) {
+// FAMILY "dual": sessions over IPv4 carrying both families; "ipv6": an
+// IPv6-only job, sessions over IPv6 carrying its /128 alone
+void interop(Kind kind, const char* vip, const char* family = "dual") {
   lanes::test::require_root();
   const char* bin = kind == Kind::bird ? "/usr/sbin/bird" : "/usr/lib/frr/bgpd";
   INFO("the peer's binary is " << bin << " (scripts/setup installs bird2 and frr)");
   REQUIRE(installed(bin));
-  auto file = topo(vip);
+  auto file = topo(vip, family);
   // the switch's namespace without GoBGP and the FIB agent; the hosts'
   // agents build the job containers
   ScopedRun run(file, false, {std::make_shared<lanes::hostnet::HostRole>()});
@@ -217,6 +221,7 @@ void interop(Kind kind, const char* vip) {
     const Link& l = t.links[nic.link];
     int port = run.tb().ifindex(swn, l.a.ifname).value();
     for (bool v6 : {false, true}) {
+      if (!(v6 ? host.job->has6() : host.job->has4())) continue;
       Route r{v6 ? IpNet(Net6(nic.job_addr6.addr, 128)) : IpNet(Net4(nic.job_addr4.addr, 32)),
               std::vector<Via>{{v6 ? IpAddr(l.b.addr6.addr) : IpAddr(l.b.addr4.addr), port, 1}}};
       r.replace = true;
@@ -241,9 +246,14 @@ void interop(Kind kind, const char* vip) {
   spec.log_path = dir + "/injector.log";
   auto injector = Daemon::start(spec).value();
 
-  std::string v4 = cfg.task4 + "/32", v6 = cfg.task6 + "/128";
+  // an IPv6-only job announces no IPv4: its IPv4 checks expect nothing
+  bool has4 = !cfg.task4.empty();
+  std::string v4 = has4 ? cfg.task4 + "/32" : host.job->task_ip4.to_string() + "/32", v6 = cfg.task6 + "/128";
   std::set<std::string> all4, all6;
-  for (const auto& n : cfg.nics) all4.insert(n.nh4), all6.insert(n.nh6);
+  for (const auto& n : cfg.nics) {
+    if (has4) all4.insert(n.nh4);
+    all6.insert(n.nh6);
+  }
   auto hops = [](const std::map<std::string, uint32_t>& m) {
     std::set<std::string> s;
     for (const auto& [nh, id] : m) s.insert(nh);
@@ -261,14 +271,15 @@ void interop(Kind kind, const char* vip) {
       return false;
     }
   };
-  INFO("peer " << (kind == Kind::bird ? "BIRD" : "FRR") << ", mode " << vip << "; logs in " << dir);
+  INFO("peer " << (kind == Kind::bird ? "BIRD" : "FRR") << ", mode " << vip << ", job " << family << "; logs in "
+                << dir);
 
   // up: a path per NIC, both families
   CHECK(eventually([&] { return all_up() && hops(peer->paths(v4)) == all4 && hops(peer->paths(v6)) == all6; }, kUp));
   if (add_path && kind == Kind::frr) {
     // one session carries all four: each its own path id
     std::set<uint32_t> ids;
-    for (const auto& [nh, id] : peer->paths(v4)) ids.insert(id);
+    for (const auto& [nh, id] : peer->paths(has4 ? v4 : v6)) ids.insert(id);
     CHECK(ids.size() == 4);
     CHECK_FALSE(ids.count(0));
   }
@@ -280,7 +291,7 @@ void interop(Kind kind, const char* vip) {
     int idx = run.tb().ifindex(h, t.links[nic.link].b.ifname).value();
     REQUIRE(run.tb().netlink(h).set_link_up(idx, false, t.links[nic.link].b.ifname).ok());
     auto less4 = all4, less6 = all6;
-    less4.erase(nic.job_addr4.addr.to_string());
+    if (has4) less4.erase(nic.job_addr4.addr.to_string());
     less6.erase(nic.job_addr6.addr.to_string());
     CHECK(eventually([&] { return hops(peer->paths(v4)) == less4 && hops(peer->paths(v6)) == less6; }, kChange));
     REQUIRE(run.tb().netlink(h).set_link_up(idx, true, t.links[nic.link].b.ifname).ok());
@@ -289,11 +300,14 @@ void interop(Kind kind, const char* vip) {
 
   // a route refresh from the peer is answered with the routes again
   auto log_has = [&](const std::string& s) { return slurp(dir + "/injector.log").find(s) != std::string::npos; };
-  peer->refresh(cfg.sessions[0].local, false);
-  CHECK(eventually([&] { return log_has("route refresh of IPv4 from " + cfg.sessions[0].peer); }, kChange));
+  if (has4) {
+    peer->refresh(cfg.sessions[0].local, false);
+    CHECK(eventually([&] { return log_has("route refresh of IPv4 from " + cfg.sessions[0].peer); }, kChange));
+  }
   peer->refresh(cfg.sessions[0].local, true);
   CHECK(eventually([&] { return log_has("route refresh of IPv6 from " + cfg.sessions[0].peer); }, kChange));
   CHECK(hops(peer->paths(v4)) == all4);
+  CHECK(hops(peer->paths(v6)) == all6);
 
   // SIGTERM: everything withdrawn, then a Cease
   auto st = injector.stop(std::chrono::milliseconds(3000));
@@ -316,3 +330,15 @@ TEST_CASE("interop: BIRD 2 as the rack switch with one session per NIC", "[root]
 TEST_CASE("interop: BIRD 2 as the rack switch with ADD-PATH", "[root]") { interop(Kind::bird, "add-path"); }
 TEST_CASE("interop: FRR bgpd as the rack switch with one session per NIC", "[root]") { interop(Kind::frr, "per-nic"); }
 TEST_CASE("interop: FRR bgpd as the rack switch with ADD-PATH", "[root]") { interop(Kind::frr, "add-path"); }
+TEST_CASE("interop: BIRD 2 with an IPv6-only job over IPv6 sessions, one per NIC", "[root]") {
+  interop(Kind::bird, "per-nic", "ipv6");
+}
+TEST_CASE("interop: BIRD 2 with an IPv6-only job over IPv6 sessions, ADD-PATH", "[root]") {
+  interop(Kind::bird, "add-path", "ipv6");
+}
+TEST_CASE("interop: FRR bgpd with an IPv6-only job over IPv6 sessions, one per NIC", "[root]") {
+  interop(Kind::frr, "per-nic", "ipv6");
+}
+TEST_CASE("interop: FRR bgpd with an IPv6-only job over IPv6 sessions, ADD-PATH", "[root]") {
+  interop(Kind::frr, "add-path", "ipv6");
+}
