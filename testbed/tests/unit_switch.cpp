@@ -137,7 +137,6 @@ TEST_CASE("FIB agent takes a port whose BFD path failed out of every group at on
   a.update("198.19.0.1/32", kH1);
   a.update("2001:2:0:100::1/128", kH1);
   uint32_t g = k.routes_["198.19.0.1/32"];
-  auto before = k.groups[g];
   // carrier stays: only BFD knows; the session riding the port is reset, once
   CHECK(a.bfd_changed("swp3", false) == std::vector<std::string>{"198.19.1.2"});
   CHECK(a.bfd_changed("swp3", false).empty());

@@ -1,7 +1,9 @@
 #pragma once
 // The fault types (one .cpp each), for the registry and the tests.
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -71,5 +73,13 @@ struct BucketMoves {
   int buckets = 0, healthy = 0, moved_healthy = 0;
 };
 BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<uint32_t>& after);
+
+// A fault that takes one NIC of each of HOSTS out of their task IPs'
+// groups: the groups of each family the hosts have, read before FAULT runs,
+// watched until each has one member fewer (within LIMIT), and compared.
+// The record: groups, buckets, healthy_buckets, moved_healthy,
+// group_shrunk, applied_ms, shrunk_ms, members_after (one host).
+nlohmann::json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts,
+                                   const std::function<void()>& fault, std::chrono::milliseconds limit);
 
 }  // namespace lanes::scenarios

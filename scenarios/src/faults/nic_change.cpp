@@ -32,9 +32,8 @@ BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<
   return m;
 }
 
-void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx) const {
-  auto hosts = hosts_of(st, ctx.topo());
-  int nic = st.integer("nic");
+json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts, const std::function<void()>& fault,
+                         milliseconds limit) {
   // each family's task groups: those the hosts have before the fault
   std::vector<TaskGroups> groups;
   std::vector<std::map<std::string, size_t>> members;
@@ -53,25 +52,17 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
     // a family without a group before the fault has nothing to compare
     // (unless none has one: then that lack is what the record shows)
     if (any == 0 && !(family == AF_INET6 && groups.empty())) continue;
-    if (down_) {
-      auto b = g.buckets(hosts);
-      if (!b) throw StepError(b.error().what());
-      before.push_back(std::move(b).value());
-    }
+    auto b = g.buckets(hosts);
+    if (!b) throw StepError(b.error().what());
+    before.push_back(std::move(b).value());
     groups.push_back(g);
     members.push_back(std::move(m));
   }
-  if (groups.empty()) throw StepError(fmt::format("nic-{}: the hosts have no task IP", down_ ? "down" : "up"));
+  if (groups.empty()) throw StepError("the hosts have no task IP");
   auto at = Clock::now();
-  ctx.set_nics(hosts, nic, !down_);
+  fault();
   double applied_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
-  ctx.mark(label, "fault");
-  ctx.say(fmt::format("fault: {} nic{} {}",
-                      st.has("host") ? st.str("host") : fmt::format("{} hosts of rack {}", hosts.size(), st.str("rack")),
-                      nic, down_ ? "down" : "up"));
-  if (!down_) return;
-  // the switch drops the NIC's next hop with its port's carrier: every
-  // group one member fewer, then each group's buckets compared
+  // every group one member fewer, then each group's buckets compared
   auto shrunk_all = [&] {
     for (size_t f = 0; f < groups.size(); ++f)
       for (const auto& [h, m] : groups[f].members(hosts))
@@ -81,8 +72,7 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
   // a rack's groups are looked at every 50 ms: each look dumps the switch's
   // routes and nexthops, which holds the lock the kernel's own removal of
   // the next hops needs
-  bool shrunk = ctx.eventually(shrunk_all, milliseconds(5000 + 500 * static_cast<int64_t>(hosts.size())),
-                               milliseconds(hosts.size() == 1 ? 5 : 50));
+  bool shrunk = ctx.eventually(shrunk_all, limit, milliseconds(hosts.size() == 1 ? 5 : 50));
   double shrunk_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
   BucketMoves all;
   for (size_t f = 0; f < groups.size(); ++f) {
@@ -99,12 +89,39 @@ void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx
               {"moved_healthy", all.moved_healthy},     {"group_shrunk", shrunk}, {"applied_ms", applied_ms}};
   if (shrunk) rec["shrunk_ms"] = shrunk_ms;
   if (hosts.size() == 1) rec["members_after"] = groups[0].members(hosts)[hosts[0]].size();
+  return rec;
+}
+
+void NicChange::apply(const Step& st, const std::string& label, StepContext& ctx) const {
+  auto hosts = hosts_of(st, ctx.topo());
+  int nic = st.integer("nic");
+  auto say = [&] {
+    ctx.mark(label, "fault");
+    ctx.say(fmt::format("fault: {} nic{} {}",
+                        st.has("host") ? st.str("host") : fmt::format("{} hosts of rack {}", hosts.size(), st.str("rack")),
+                        nic, down_ ? "down" : "up"));
+  };
+  if (!down_) {
+    ctx.set_nics(hosts, nic, true);
+    say();
+    return;
+  }
+  // the switch drops the NIC's next hop with its port's carrier
+  json rec = watch_groups_shrink(
+      ctx, hosts,
+      [&] {
+        ctx.set_nics(hosts, nic, false);
+        say();
+      },
+      milliseconds(5000 + 500 * static_cast<int64_t>(hosts.size())));
   ctx.record_fault(label, rec);
+  bool shrunk = rec["group_shrunk"].get<bool>();
   if (hosts.size() > 1)
     ctx.say(fmt::format("{} {} groups shrunk {} (the {} NICs went down within {:.0f} ms)", shrunk ? "✓" : "✗",
                         hosts.size(),
-                        shrunk ? fmt::format("{:.0f} ms after the first NIC", shrunk_ms) : "not within the wait",
-                        hosts.size(), applied_ms));
+                        shrunk ? fmt::format("{:.0f} ms after the first NIC", rec["shrunk_ms"].get<double>())
+                               : "not within the wait",
+                        hosts.size(), rec["applied_ms"].get<double>()));
 }
 
 }  // namespace lanes::scenarios
