@@ -21,6 +21,10 @@
 //       failures, request latency percentiles and the time until all are done,
 //       and connection-setup times (connect() to established). With
 //       --wait-go it starts only on SIGUSR1 (lanes' go for a burst).
+//       --rate Q [--duration S] [--arrival poisson|constant]: open loop
+//       instead — requests arrive at Q a second for S seconds, queue for
+//       the next free connection, and each request's latency runs from its
+//       arrival; prints when each was issued beside its latency.
 //   lanes-traffic probe-recv --port P
 //       counts sequence-numbered UDP probes per path until SIGTERM (and the
 //       probes still in flight then: until 50 ms pass without one); prints
@@ -44,6 +48,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <algorithm>
 #include <map>
@@ -55,6 +60,7 @@
 #include <vector>
 
 #include "lanes/core/event_loop.hpp"
+#include "lanes/scenarios/arrivals.hpp"
 #include "lanes/scenarios/pattern.hpp"
 #include "lanes/scenarios/traffic_results.hpp"
 
@@ -559,6 +565,22 @@ int fetch_main(int argc, char** argv) {
   uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
   double timeout_s = std::stod(arg(argc, argv, "--timeout").value_or("120"));
   auto bind_to = arg(argc, argv, "--bind");
+  // --rate R: open loop. Requests arrive at R a second for --duration
+  // seconds (--arrival poisson|constant) and queue for the next free
+  // connection; a request's latency runs from its arrival
+  auto rate_arg = arg(argc, argv, "--rate");
+  bool open_loop = rate_arg.has_value();
+  double duration_s = std::stod(arg(argc, argv, "--duration").value_or("10"));
+  std::string arrival = arg(argc, argv, "--arrival").value_or("poisson");
+  if (arrival != "poisson" && arrival != "constant") {
+    std::cerr << "lanes-traffic fetch: --arrival " << arrival << ": expected poisson or constant\n";
+    return 2;
+  }
+  std::vector<double> arrivals;
+  if (open_loop)
+    arrivals = lanes::scenarios::arrival_times(
+        std::stod(*rate_arg), duration_s,
+        arrival == "constant" ? lanes::scenarios::Arrival::constant : lanes::scenarios::Arrival::poisson, seed);
   if (!wait_for_go(argc, argv)) return 1;
   struct Conn {
     int fd = -1;
@@ -567,10 +589,13 @@ int fetch_main(int argc, char** argv) {
     bool req_sent = false, connected = false, finished = false;
     std::string error;
     std::optional<Verifier> v;
-    Clock::time_point req_start;
+    Clock::time_point req_start;  // closed loop: when sent; open loop: when the request arrived
   };
   std::vector<Conn> conns(static_cast<size_t>(nconns));
-  std::vector<double> latencies_ms, connect_ms;
+  std::vector<double> latencies_ms, connect_ms, issue_s;
+  std::deque<Clock::time_point> queued;  // open loop: arrived, waiting for a connection
+  size_t arrived = 0;
+  uint32_t next_id = 0;
   EventLoop loop;
   if (!stop_on_signals(loop, "fetch")) return 1;
   auto t0 = Clock::now();
@@ -608,11 +633,20 @@ int fetch_main(int argc, char** argv) {
       fail(std::string(c.connected ? "" : "connect: ") + std::strerror(soerr ? soerr : EIO));
       return;
     }
+    if (!c.req_sent && c.connected && (events & (EPOLLRDHUP | EPOLLHUP))) {
+      fail("the server closed the connection");  // an idle one, between requests
+      return;
+    }
     if (!c.req_sent && (events & EPOLLOUT)) {
       if (!c.connected)  // SYN to established: the handshake, with any SYN the network lost
         connect_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
       c.connected = true;
-      c.id = static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
+      if (open_loop && queued.empty()) {  // idle until a request arrives
+        (void)loop.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
+        return;
+      }
+      c.id = open_loop ? next_id++
+                       : static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
       Header h{kReqMagic, c.id, bytes};
       ssize_t w = ::send(c.fd, &h, sizeof h, MSG_NOSIGNAL);  // 16 bytes into an empty buffer
       if (w != static_cast<ssize_t>(sizeof h)) {
@@ -621,6 +655,10 @@ int fetch_main(int argc, char** argv) {
       }
       c.req_sent = true;
       c.req_start = Clock::now();
+      if (open_loop) {
+        c.req_start = queued.front();
+        queued.pop_front();
+      }
       c.v.emplace(seed, c.id);
       (void)loop.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
     }
@@ -641,9 +679,17 @@ int fetch_main(int argc, char** argv) {
         if (c.v->verified() == bytes) {
           verified += bytes;
           latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.req_start).count());
+          issue_s.push_back(std::chrono::duration<double>(c.req_start - t0).count());
           ++c.done_requests;
           c.req_sent = false;
-          if (c.done_requests == nreq) {
+          if (open_loop) {
+            // the next queued request, or idle; all issued and answered: done
+            if (arrived == arrivals.size() && queued.empty() &&
+                std::none_of(conns.begin(), conns.end(), [](const Conn& o) { return o.req_sent; }))
+              loop.stop();
+            else
+              (void)loop.rewatch(c.fd, queued.empty() ? EPOLLIN | EPOLLRDHUP : EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+          } else if (c.done_requests == nreq) {
             ended(c);
             ::close(c.fd);
             c.fd = -1;
@@ -659,6 +705,24 @@ int fetch_main(int argc, char** argv) {
     if (!conns[i].finished)
       (void)loop.watch(conns[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP,
                        [&on_conn, i](uint32_t e) { on_conn(static_cast<uint32_t>(i), e); });
+  // open loop: each arrival queues a request and wakes an idle connection
+  std::function<void()> arrive = [&] {
+    auto now = Clock::now();
+    while (arrived < arrivals.size() &&
+           t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived])) <= now)
+      queued.push_back(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived++])));
+    for (auto& c : conns)
+      if (!queued.empty() && c.connected && !c.req_sent && !c.finished)
+        (void)loop.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+    if (arrived < arrivals.size())
+      loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived])), arrive);
+    else if (queued.empty() && std::none_of(conns.begin(), conns.end(), [](const Conn& o) { return o.req_sent; }))
+      loop.stop();
+  };
+  if (open_loop) {
+    if (arrivals.empty()) arrive();
+    else loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[0])), arrive);
+  }
   // --timeout: what has not finished by then counts as failed
   loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s)),
           [&loop] { loop.stop(); });
@@ -667,7 +731,7 @@ int fetch_main(int argc, char** argv) {
   traffic::FetchResult result;
   int failures = 0, connect_failures = 0, done = 0;
   for (auto& c : conns) {
-    if (c.done_requests == nreq) {
+    if (open_loop ? c.error.empty() : c.done_requests == nreq) {
       ++done;
     } else {
       ++failures;
@@ -688,8 +752,15 @@ int fetch_main(int argc, char** argv) {
   result.connect_ms = percentiles(connect_ms);
   result.latency_samples_ms = rounded(latencies_ms);
   result.connect_samples_ms = rounded(connect_ms);
+  if (open_loop) {
+    result.issued = arrivals.size();
+    result.outstanding = arrivals.size() - latencies_ms.size();
+    result.issue_s = rounded(issue_s);
+    if (result.outstanding && result.errors.size() < 10)
+      result.errors.push_back(std::to_string(result.outstanding) + " requests still unanswered at the timeout");
+  }
   std::cout << traffic::line_of(result) << "\n";
-  return failures ? 1 : 0;
+  return failures || result.outstanding ? 1 : 0;
 }
 
 struct Probe {
@@ -847,6 +918,8 @@ int main(int argc, char** argv) {
                "       lanes-traffic serve --port P [--seed S]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "
                "[--timeout SECONDS] [--wait-go]\n"
+               "       lanes-traffic fetch --to ADDR --port P --conns C --rate Q --bytes N [--duration S] "
+               "[--arrival poisson|constant] [--seed S] [--timeout SECONDS]\n"
                "       lanes-traffic probe-recv --port P\n"
                "       lanes-traffic probe-send --to ADDR --port P --paths N --rate HZ [--bind A,B,...] "
                "[--seconds S]\n";

@@ -47,7 +47,7 @@ TEST_CASE("every shipped scenario and the qualify suite load", "[unit]") {
   }
   CHECK(n >= 10);
   auto q = load_scenarios(kDir + "/qualify.xml");
-  CHECK(q.size() == 11);
+  CHECK(q.size() == 12);
   CHECK(resolve_scenario("nic-failover") == kDir + "/nic-failover.xml");
 }
 
@@ -402,7 +402,7 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
   INFO(ok.err);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("qualify.xml: ok, 11 scenarios") != std::string::npos);
+  CHECK(ok.out.find("qualify.xml: ok, 12 scenarios") != std::string::npos);
   CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

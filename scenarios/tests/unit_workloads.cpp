@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -12,6 +13,7 @@
 #include "fake_fabric.hpp"
 #include "faults/faults.hpp"
 #include "lanes/core/topology_loader.hpp"
+#include "lanes/scenarios/arrivals.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/result_assertion.hpp"
 #include "support.hpp"
@@ -120,7 +122,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK_FALSE(w->attrs().empty());
     CHECK(find_workload(w->type()) == w);
   }
-  CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "bootstrap", "probe"});
+  CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "bootstrap", "probe"});
   CHECK(find_workload("probe")->open_ended());
   CHECK_FALSE(find_workload("ingest")->open_ended());
   CHECK(std::string(find_workload("checkpoint-save")->nic_direction()) == "tx");
@@ -140,7 +142,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_result_assertion(a->type()) == a);
     CHECK(find_live_assertion(a->type()) == nullptr);  // a type is judged live or afterwards, not both
   }
-  CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "nic-share", "connection-errors",
+  CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "latency-ratio", "nic-share", "connection-errors",
                                        "bytes-verified", "blackout", "latency", "completion-time"});
 }
 
@@ -320,4 +322,53 @@ TEST_CASE("bucket moves: failed NICs' buckets are not healthy ones", "[unit]") {
   CHECK(moved.healthy == 3);
   CHECK(moved.moved_healthy == 2);
   CHECK(bucket_moves({}, {}).healthy == 0);
+}
+
+TEST_CASE("open-loop arrivals: the rate asked for, evenly or as a Poisson process", "[unit]") {
+  auto even = arrival_times(100, 10, Arrival::constant, 1);
+  REQUIRE(even.size() == 1000);
+  CHECK(even[1] - even[0] == Approx(0.01));
+  CHECK(even.back() < 10);
+  // 10^5 Poisson arrivals: the count within 1% of rate x duration, gaps
+  // exponential (mean 1/rate, as many above the mean as e^-1 of them)
+  auto p = arrival_times(1000, 100, Arrival::poisson, 7);
+  CHECK(static_cast<double>(p.size()) == Approx(100'000).epsilon(0.01));
+  size_t above = 0;
+  double sum = 0;
+  for (size_t i = 1; i < p.size(); ++i) {
+    double gap = p[i] - p[i - 1];
+    CHECK(gap >= 0);
+    sum += gap;
+    above += gap > 0.001;
+  }
+  CHECK(sum / static_cast<double>(p.size() - 1) == Approx(0.001).epsilon(0.02));
+  CHECK(static_cast<double>(above) / static_cast<double>(p.size() - 1) == Approx(std::exp(-1.0)).epsilon(0.02));
+  CHECK(arrival_times(1000, 100, Arrival::poisson, 7) == p);  // the seed decides
+  CHECK(arrival_times(0, 10, Arrival::poisson, 1).empty());
+}
+
+TEST_CASE("dataload figures: latency that grows through the run has a slope and a final p99 above its first", "[unit]") {
+  // one request a second for 8 s; the queue grows: latency 100 ms more each second
+  traffic::FetchResult r;
+  r.connections = 1;
+  r.completed = 1;
+  r.requests = 8;
+  r.all_verified = true;
+  r.issued = 8;
+  for (int i = 0; i < 8; ++i) {
+    r.issue_s.push_back(i + 0.5);
+    r.latency_samples_ms.push_back(100.0 * (i + 1));
+  }
+  auto f = dataload_figures(r, 8);
+  CHECK(f["p99_slope_ms_per_s"] == Approx(100.0));
+  CHECK(f["p99_first_ms"] == Approx(200.0));  // issued in the first 2 s
+  CHECK(f["p99_final_ms"] == Approx(800.0));
+  CHECK(f["p99_per_s_ms"].size() == 8);
+  CHECK(f["connection_errors"] == 0);
+  // flat: no slope; and a request never answered is an error
+  for (auto& l : r.latency_samples_ms) l = 50;
+  r.outstanding = 2;
+  auto flat = dataload_figures(r, 8);
+  CHECK(flat["p99_slope_ms_per_s"] == Approx(0.0).margin(1e-9));
+  CHECK(flat["connection_errors"] == 1);
 }

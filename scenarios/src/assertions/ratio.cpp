@@ -5,7 +5,14 @@
 
 namespace lanes::scenarios {
 
-const char* Ratio::type() const { return throughput_ ? "throughput-ratio" : "completion-ratio"; }
+const char* Ratio::type() const {
+  switch (of_) {
+    case Of::throughput: return "throughput-ratio";
+    case Of::completion: return "completion-ratio";
+    case Of::latency: break;
+  }
+  return "latency-ratio";
+}
 
 const Attrs& Ratio::attrs() const {
   static const Attrs a = {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
@@ -13,8 +20,6 @@ const Attrs& Ratio::attrs() const {
   return a;
 }
 
-// throughput: this phase's rate over the baseline's; completion: the
-// baseline's time over this phase's (above 1: faster here)
 void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
   const Step& a = ctx.step;
   const reports::PhaseResult* base = ctx.result.phase(a.str("baseline"));
@@ -24,10 +29,14 @@ void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
   if (!ctx.phase || !w || !bw) return nothing_measured(out, "the workload did not run in both phases");
   auto fig = ResultContext::figure;
   double ratio;
-  if (throughput_) {
+  if (of_ == Of::throughput) {
     double b = fig(*bw, "throughput_gbps");
     ratio = b > 0 ? fig(*w, "throughput_gbps") / b : 0;
     out.message = fmt::format("{:.3f} Gbit/s against {:.3f} Gbit/s", fig(*w, "throughput_gbps"), b);
+  } else if (of_ == Of::latency) {
+    double here = fig(*w, "p99_final_ms");
+    ratio = here > 0 ? fig(*bw, "p99_final_ms") / here : 0;
+    out.message = fmt::format("final p99 {:.0f} ms against {:.0f} ms", here, fig(*bw, "p99_final_ms"));
   } else {
     double t = fig(*w, "seconds");
     ratio = t > 0 ? fig(*bw, "seconds") / t : 0;

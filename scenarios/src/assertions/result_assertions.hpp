@@ -15,15 +15,19 @@ namespace lanes::scenarios {
 
 // throughput-ratio / completion-ratio: a workload's rate (or time) in this
 // phase against the same workload in baseline=, within min=/max=
+// throughput-ratio: this phase's rate over the baseline's; completion-ratio:
+// the baseline's time over this phase's; latency-ratio: the baseline's
+// final p99 (dataload) over this phase's (above 1: lower latency here)
 class Ratio final : public ResultAssertion {
  public:
-  explicit Ratio(bool throughput) : throughput_(throughput) {}
+  enum class Of { throughput, completion, latency };
+  explicit Ratio(Of of) : of_(of) {}
   const char* type() const override;
   const Attrs& attrs() const override;
   void check(const ResultContext& ctx, reports::Assertion& out) const override;
 
  private:
-  bool throughput_;
+  Of of_;
 };
 LANES_RESULT_ASSERTION(NicShare)          // each NIC's share of a workload's bytes: expected= ± tolerance=
 LANES_RESULT_ASSERTION(ConnectionErrors)  // connection errors of the workloads ≤ max=

@@ -35,6 +35,11 @@ void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
         std::to_string(plan.bytes), "--seed", seed, "--timeout",
         std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)};
     if (plan.burst) args.push_back("--wait-go");
+    if (plan.rate > 0) {
+      args.erase(std::find(args.begin(), args.end(), "--requests"), std::find(args.begin(), args.end(), "--bytes"));
+      args.insert(args.end(), {"--rate", fmt::format("{}", plan.rate), "--duration", fmt::format("{}", plan.duration_s),
+                               "--arrival", plan.arrival});
+    }
     w.hosts.push_back(plan.hosts[i]);
     w.clients.push_back(ctx.start_traffic("fetch " + plan.hosts[i], ctx.job_ns(plan.hosts[i]), std::move(args),
                                           fmt::format("{}.fetch-{}.json", base, plan.hosts[i]), plan.burst));

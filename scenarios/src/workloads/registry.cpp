@@ -14,9 +14,10 @@ std::vector<std::string> Workload::sampled_hosts(const Step& st, const testbed::
 const std::vector<const Workload*>& workloads() {
   static const Checkpoint save(true), restore(false);
   static const Ingest ingest;
+  static const Dataload dataload;
   static const Bootstrap bootstrap;
   static const Probe probe;
-  static const std::vector<const Workload*> all = {&save, &restore, &ingest, &bootstrap, &probe};
+  static const std::vector<const Workload*> all = {&save, &restore, &ingest, &dataload, &bootstrap, &probe};
   return all;
 }
 

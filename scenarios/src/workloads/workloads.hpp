@@ -49,6 +49,20 @@ class Ingest final : public Workload {
   std::string summary(const nlohmann::json& f) const override;
 };
 
+// dataload: a data loader in one host's job, open loop — requests of size=
+// arrive at rate= a second (arrival= poisson or constant) for duration=,
+// whatever the answers do, and queue for the next of conns= connections;
+// latency runs from arrival, so an offered load above what the NICs carry
+// shows as latency that grows through the run
+class Dataload final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+};
+
 // bootstrap: every job host (or hosts=) fetches at one moment (a burst)
 class Bootstrap final : public Workload {
  public:
@@ -104,7 +118,14 @@ struct FetchPlan {
   int requests = 1;
   uint64_t bytes = 0;
   bool burst = false;
+  // open loop (dataload): requests a second (0: closed loop), for how long, and how they arrive
+  double rate = 0, duration_s = 0;
+  std::string arrival = "poisson";
 };
+// dataload's figures: fetch_figures and the latency trend (arrivals.hpp)
+// over the run: p99 per second of issue, its slope, first and final p99,
+// and the requests left unanswered
+nlohmann::json dataload_figures(const std::optional<traffic::FetchResult>& r, double duration_s);
 void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan);
 std::vector<std::optional<traffic::FetchResult>> fetch_results(const WorkloadRun& w);
 std::string fetch_summary(const nlohmann::json& f);

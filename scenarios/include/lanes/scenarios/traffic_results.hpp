@@ -77,6 +77,10 @@ struct FetchResult {
   // every sample, so that percentiles over many fetchers are true ones
   std::vector<double> latency_samples_ms, connect_samples_ms;
   std::vector<std::string> errors;  // the first few failed connections' reasons
+  // open loop (--rate): requests issued, those never answered, and when
+  // each answered one was issued (seconds, aligned with latency_samples_ms)
+  uint64_t issued = 0, outstanding = 0;
+  std::vector<double> issue_s;
 };
 
 // probe-recv: per path what arrived
@@ -112,7 +116,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ServeResult, role, connections, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Percentiles, p50, p99, max)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FetchResult, role, connections, completed, connection_errors,
                                                 connect_failures, requests, verified_bytes, all_verified, seconds,
-                                                latency_ms, connect_ms, latency_samples_ms, connect_samples_ms, errors)
+                                                latency_ms, connect_ms, latency_samples_ms, connect_samples_ms, errors, issued, outstanding, issue_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors, to)
