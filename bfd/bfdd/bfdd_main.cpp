@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
 
 #include "lanes/bfd/bfdd.hpp"
@@ -103,15 +104,26 @@ int main(int argc, char** argv) {
     notifier.value().accept(told);
     next_status = {};
   });
+  // a link's session starts afresh when it loses carrier (once per loss:
+  // the monitor reports every change of the link, and a read afresh after
+  // an overrun repeats the state)
+  std::map<std::string, bool> carrier;
+  for (const auto& l : links) carrier[l->config().ifname] = true;
   (void)loop.watch(mon.value().fd(), EPOLLIN, [&](uint32_t) {
     auto events = mon.value().read_events();
     if (!events) return;
-    for (const auto& e : events.value())
-      for (auto& l : links)
-        if (l->config().ifname == e.name && (e.deleted || !e.carrier || !e.admin_up)) {
-          l->reset(EventLoop::Clock::now());
-          changed(*l);
-        }
+    for (const auto& e : events.value()) {
+      auto c = carrier.find(e.name);
+      if (c == carrier.end()) continue;
+      bool has = !e.deleted && e.carrier && e.admin_up;
+      if (c->second && !has)
+        for (auto& l : links)
+          if (l->config().ifname == e.name) {
+            l->reset(EventLoop::Clock::now());
+            changed(*l);
+          }
+      c->second = has;
+    }
   });
   lg::info("{}: bfdd ready ({} sessions)", cfg.node, links.size());
   loop.run([&] {

@@ -26,15 +26,17 @@ struct SockAddr {
   sockaddr_storage ss{};
   socklen_t len = 0;
   int family() const { return ss.ss_family; }
-  bool same_host(const sockaddr_storage& o) const {
-    if (o.ss_family != ss.ss_family) return false;
-    if (ss.ss_family == AF_INET)
-      return reinterpret_cast<const sockaddr_in&>(o).sin_addr.s_addr ==
-             reinterpret_cast<const sockaddr_in&>(ss).sin_addr.s_addr;
-    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(o).sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6&>(ss).sin6_addr, sizeof(in6_addr)) == 0;
-  }
 };
+
+// A and B name the same host (the ports aside).
+bool same_host(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr ==
+           reinterpret_cast<const sockaddr_in&>(b).sin_addr.s_addr;
+  return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
+                     &reinterpret_cast<const sockaddr_in6&>(b).sin6_addr, sizeof(in6_addr)) == 0;
+}
 
 std::optional<SockAddr> sockaddr_of(const std::string& addr, uint16_t port) {
   SockAddr a;
@@ -113,6 +115,7 @@ Result<std::unique_ptr<LinkSession>> LinkSession::open(LinkConfig cfg, Clock::ti
     return errno_error(what + ": connecting to the peer's port 3784");
   l->rx_ = std::move(rx).value();
   l->tx_ = std::move(tx).value();
+  l->remote_ = remote->ss;
   return l;
 }
 
@@ -127,7 +130,6 @@ void LinkSession::send(const Control& c) {
 
 bool LinkSession::readable(Clock::time_point now) {
   auto before = session_.state();
-  auto remote = sockaddr_of(cfg_.remote, kControlPort);
   for (;;) {
     uint8_t buf[128];
     alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int)) * 2];
@@ -153,7 +155,7 @@ bool LinkSession::readable(Clock::time_point now) {
       ++dropped_ttl_;
       continue;
     }
-    if (!remote || !remote->same_host(from)) {
+    if (!same_host(remote_, from)) {
       ++dropped_source_;
       continue;
     }

@@ -137,15 +137,17 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
 // addresses through the container link.
 void HostAgent::restore_routes(const Nic& s, bool job) {
   for (bool v6 : {false, true}) {
-    if ((v6 ? s.job6 : s.job4).empty()) continue;  // not a family of the job
-    auto net = IpNet::parse(v6 ? s.job6 : s.job4);
-    auto cont = parse_ip(v6 ? s.cont_side6 : s.cont_side4), gw = parse_ip(v6 ? s.gw6 : s.gw4);
-    if (!net || !cont || !gw) {
+    // the NIC's own table has both families (the host's plan); the job's
+    // addresses only the job's
+    if (job && (v6 ? s.job6 : s.job4).empty()) continue;
+    auto gw = parse_ip(v6 ? s.gw6 : s.gw4);
+    auto net = job ? IpNet::parse(v6 ? s.job6 : s.job4) : std::optional(IpNet::default_route(v6 ? AF_INET6 : AF_INET));
+    auto via = job ? parse_ip(v6 ? s.cont_side6 : s.cont_side4) : gw;
+    if (!net || !via) {
       lg::warn("{}: {}'s addresses in the config are not addresses", cfg_.host, s.ifname);
       continue;
     }
-    Route r = job ? Route{*net, std::vector<Via>{{*cont, s.jnic_idx, 1}}}
-                  : Route{IpNet::default_route(v6 ? AF_INET6 : AF_INET), std::vector<Via>{{*gw, s.nic_idx, 1}}};
+    Route r{*net, std::vector<Via>{{*via, job ? s.jnic_idx : s.nic_idx, 1}}};
     if (!job) r.table = s.table;
     r.replace = true;
     if (auto st = hnl_.add_route(r); !st) lg::warn("{}", st.error().what());

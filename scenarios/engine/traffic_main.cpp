@@ -711,9 +711,13 @@ int fetch_main(int argc, char** argv) {
     while (arrived < arrivals.size() &&
            t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived])) <= now)
       queued.push_back(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived++])));
+    // as many idle connections woken as requests wait (each takes one)
+    size_t wake = queued.size();
     for (auto& c : conns)
-      if (!queued.empty() && c.connected && !c.req_sent && !c.finished)
+      if (wake > 0 && c.connected && !c.req_sent && !c.finished) {
         (void)loop.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+        --wake;
+      }
     if (arrived < arrivals.size())
       loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived])), arrive);
     else if (queued.empty() && std::none_of(conns.begin(), conns.end(), [](const Conn& o) { return o.req_sent; }))

@@ -34,31 +34,26 @@ BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<
 
 json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts, const std::function<void()>& fault,
                          milliseconds limit) {
-  // each family's task groups: those the hosts have before the fault
+  // the task groups of each family the hosts have a group of before the
+  // fault (a single-family job has none of the other); with none at all,
+  // the IPv6 one's, whose lack the record then shows
   std::vector<TaskGroups> groups;
   std::vector<std::map<std::string, size_t>> members;
-  std::vector<std::map<std::string, std::vector<uint32_t>>> before;
   for (int family : {AF_INET, AF_INET6}) {
     TaskGroups g(ctx.topo(), ctx.fabric(), family);
-    bool wanted = false;  // a single-family job has no task route of the other
-    for (const auto& h : hosts) {
-      const auto& job = *ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(h))).job;
-      wanted = wanted || (family == AF_INET ? job.has4() : job.has6());
-    }
-    if (!wanted) continue;
     std::map<std::string, size_t> m;
     size_t any = 0;
     for (const auto& [h, mm] : g.members(hosts)) any += (m[h] = mm.size());
-    // a family without a group before the fault has nothing to compare
-    // (unless none has one: then that lack is what the record shows)
     if (any == 0 && !(family == AF_INET6 && groups.empty())) continue;
-    auto b = g.buckets(hosts);
-    if (!b) throw StepError(b.error().what());
-    before.push_back(std::move(b).value());
     groups.push_back(g);
     members.push_back(std::move(m));
   }
-  if (groups.empty()) throw StepError("the hosts have no task IP");
+  std::vector<std::map<std::string, std::vector<uint32_t>>> before;
+  for (auto& g : groups) {
+    auto b = g.buckets(hosts);
+    if (!b) throw StepError(b.error().what());
+    before.push_back(std::move(b).value());
+  }
   auto at = Clock::now();
   fault();
   double applied_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();

@@ -6,6 +6,8 @@
 // protocol; this is its I/O. Non-blocking: a daemon's event loop watches
 // fd() and calls tick() by next_deadline().
 
+#include <sys/socket.h>
+
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,6 +55,7 @@ class LinkSession {
   LinkConfig cfg_;
   Session session_;
   testbed::Fd rx_, tx_;
+  sockaddr_storage remote_{};  // the peer's address, what packets must come from
   uint64_t received_ = 0, sent_ = 0, send_errors_ = 0, resets_ = 0;
   uint64_t dropped_ttl_ = 0, dropped_source_ = 0, dropped_invalid_ = 0, dropped_disc_ = 0;
   std::string last_invalid_;
