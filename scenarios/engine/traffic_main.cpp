@@ -34,6 +34,7 @@
 //                            [--bind A,B,...] [--seconds S]
 //       sends probes on N paths (one socket and source port each, path i
 //       bound to the i-th address of --bind, cyclically) until SIGTERM.
+//   lanes-traffic collective ...: one rank of a ring collective (collective.cpp)
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -63,12 +64,14 @@
 #include "lanes/scenarios/arrivals.hpp"
 #include "lanes/scenarios/pattern.hpp"
 #include "lanes/scenarios/traffic_results.hpp"
+#include "engine.hpp"
 
 using lanes::scenarios::Pattern;
 using lanes::scenarios::Verifier;
 namespace traffic = lanes::scenarios::traffic;
 using lanes::testbed::EventLoop;
 using Clock = std::chrono::steady_clock;
+using namespace lanes::traffic_engine;
 
 namespace {
 
@@ -76,129 +79,11 @@ constexpr uint32_t kMagic = 0x4c4e5331;     // "LNS1": a flow
 constexpr uint32_t kReqMagic = 0x4c4e5231;  // "LNR1": a request
 constexpr uint64_t kUntilEof = ~uint64_t{0};
 constexpr uint32_t kProbeMagic = 0x4c4e5031;  // "LNP1": a probe
-std::atomic<bool> g_stop{false};
-extern "C" void on_term(int) { g_stop = true; }
-
 struct Header {
   uint32_t magic;
   uint32_t flow;
   uint64_t bytes;
 };
-
-std::optional<std::string> arg(int argc, char** argv, const std::string& name) {
-  for (int i = 2; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::string(argv[i + 1]);
-  return std::nullopt;
-}
-bool has_flag(int argc, char** argv, const std::string& name) {
-  for (int i = 2; i < argc; ++i)
-    if (argv[i] == name) return true;
-  return false;
-}
-
-// --wait-go: lanes started this process with SIGUSR1 blocked and sends it
-// to every process of a burst once all are running, so that a thousand of
-// them start at one moment, not over the seconds it took to start them.
-// false: SIGTERM came first.
-bool wait_for_go(int argc, char** argv) {
-  if (!has_flag(argc, argv, "--wait-go")) return true;
-  sigset_t go;
-  sigemptyset(&go);
-  sigaddset(&go, SIGUSR1);
-  sigaddset(&go, SIGTERM);
-  ::sigprocmask(SIG_BLOCK, &go, nullptr);
-  if (g_stop) return false;  // a SIGTERM before the mask was set
-  int sig = 0;
-  ::sigwait(&go, &sig);
-  if (sig == SIGTERM) return false;
-  sigdelset(&go, SIGUSR1);
-  ::sigprocmask(SIG_UNBLOCK, &go, nullptr);
-  return true;
-}
-
-bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& len) {
-  std::memset(&ss, 0, sizeof ss);
-  if (a.find(':') != std::string::npos) {
-    auto* s6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    s6->sin6_family = AF_INET6;
-    s6->sin6_port = htons(static_cast<uint16_t>(port));
-    len = sizeof *s6;
-    return inet_pton(AF_INET6, a.c_str(), &s6->sin6_addr) == 1;
-  }
-  auto* s4 = reinterpret_cast<sockaddr_in*>(&ss);
-  s4->sin_family = AF_INET;
-  s4->sin_port = htons(static_cast<uint16_t>(port));
-  len = sizeof *s4;
-  return inet_pton(AF_INET, a.c_str(), &s4->sin_addr) == 1;
-}
-
-// A socket of TYPE towards DST, bound to BIND when given, connecting
-// (non-blocking for TCP). On failure: -1 and WHY says what failed.
-int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::optional<std::string>& bind,
-            std::string& why) {
-  int fd = ::socket(dst.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    why = std::string("socket: ") + std::strerror(errno);
-    return -1;
-  }
-  if (bind) {
-    sockaddr_storage src{};
-    socklen_t slen = 0;
-    if (!make_addr(*bind, 0, src, slen) || ::bind(fd, reinterpret_cast<sockaddr*>(&src), slen) != 0) {
-      why = "bind " + *bind + ": " + std::strerror(errno);
-      ::close(fd);
-      return -1;
-    }
-  }
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), dlen) != 0 && errno != EINPROGRESS) {
-    why = std::string("connect: ") + std::strerror(errno);
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// --to ADDR and --port P (default PORT) of MODE: false after saying what is wrong.
-bool target_of(int argc, char** argv, const char* mode, int default_port, sockaddr_storage& dst, socklen_t& dlen) {
-  auto to = arg(argc, argv, "--to");
-  if (!to) {
-    std::cerr << "lanes-traffic " << mode << ": --to ADDR is required\n";
-    return false;
-  }
-  int port = std::stoi(arg(argc, argv, "--port").value_or(std::to_string(default_port)));
-  if (!make_addr(*to, port, dst, dlen)) {
-    std::cerr << "lanes-traffic " << mode << ": bad address " << *to << "\n";
-    return false;
-  }
-  return true;
-}
-
-int listen_tcp(int port) {
-  int ls = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1, zero = 0;
-  ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  ::setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(static_cast<uint16_t>(port));
-  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) || ::listen(ls, 4096)) {
-    std::cerr << "lanes-traffic: port " << port << ": " << std::strerror(errno) << "\n";
-    ::close(ls);
-    return -1;
-  }
-  return ls;
-}
-
-// SIGTERM and SIGINT end LOOP (through its signalfd); one that came before
-// the loop took them over ends it at once. false: MODE could not set it up.
-bool stop_on_signals(EventLoop& loop, const char* mode) {
-  if (!loop.ok() || !loop.stop_on_signals()) {
-    std::cerr << "lanes-traffic " << mode << ": cannot set up its event loop: " << std::strerror(errno) << "\n";
-    return false;
-  }
-  if (g_stop) loop.stop();
-  return true;
-}
 
 int recv_main(int argc, char** argv) {
   int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
@@ -912,6 +797,7 @@ int main(int argc, char** argv) {
     if (mode == "fetch") return fetch_main(argc, argv);
     if (mode == "probe-recv") return probe_recv_main(argc, argv);
     if (mode == "probe-send") return probe_send_main(argc, argv);
+    if (mode == "collective") return collective_main(argc, argv);
   } catch (const std::logic_error& e) {  // std::stoi and friends on a malformed number
     std::cerr << "lanes-traffic " << mode << ": a number argument is malformed (" << e.what() << ")\n";
     return 2;
@@ -926,6 +812,9 @@ int main(int argc, char** argv) {
                "[--arrival poisson|constant] [--seed S] [--timeout SECONDS]\n"
                "       lanes-traffic probe-recv --port P\n"
                "       lanes-traffic probe-send --to ADDR --port P --paths N --rate HZ [--bind A,B,...] "
-               "[--seconds S]\n";
+               "[--seconds S]\n"
+               "       lanes-traffic collective --op allreduce|reducescatter|allgather --rank R --ranks N --to NEXT "
+               "--port P --bytes S [--channels C] [--iterations I] [--warmup W] [--piece B] [--seed S] "
+               "[--timeout SECONDS] [--wait-go]\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

@@ -122,7 +122,8 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK_FALSE(w->attrs().empty());
     CHECK(find_workload(w->type()) == w);
   }
-  CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "bootstrap", "probe"});
+  CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "bootstrap", "probe",
+                                       "collective"});
   CHECK(find_workload("probe")->open_ended());
   CHECK_FALSE(find_workload("ingest")->open_ended());
   CHECK(std::string(find_workload("checkpoint-save")->nic_direction()) == "tx");
@@ -142,7 +143,8 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_result_assertion(a->type()) == a);
     CHECK(find_live_assertion(a->type()) == nullptr);  // a type is judged live or afterwards, not both
   }
-  CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "latency-ratio", "nic-share", "connection-errors",
+  CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "latency-ratio", "busbw-ratio", "nic-share",
+                                       "connection-errors",
                                        "bytes-verified", "blackout", "latency", "completion-time"});
 }
 

@@ -9,6 +9,7 @@ const char* Ratio::type() const {
   switch (of_) {
     case Of::throughput: return "throughput-ratio";
     case Of::completion: return "completion-ratio";
+    case Of::busbw: return "busbw-ratio";
     case Of::latency: break;
   }
   return "latency-ratio";
@@ -33,6 +34,10 @@ void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
     double b = fig(*bw, "throughput_gbps");
     ratio = b > 0 ? fig(*w, "throughput_gbps") / b : 0;
     out.message = fmt::format("{:.3f} Gbit/s against {:.3f} Gbit/s", fig(*w, "throughput_gbps"), b);
+  } else if (of_ == Of::busbw) {
+    double b = fig(*bw, "busbw_gbps");
+    ratio = b > 0 ? fig(*w, "busbw_gbps") / b : 0;
+    out.message = fmt::format("busbw {:.3f} Gbit/s against {:.3f} Gbit/s", fig(*w, "busbw_gbps"), b);
   } else if (of_ == Of::latency) {
     double here = fig(*w, "p99_final_ms");
     ratio = here > 0 ? fig(*bw, "p99_final_ms") / here : 0;

@@ -24,15 +24,16 @@ const LiveAssertion* find_live_assertion(const std::string& type) {
 
 const std::vector<const ResultAssertion*>& result_assertions() {
   static const Ratio throughput(Ratio::Of::throughput), completion(Ratio::Of::completion),
-      latency_ratio(Ratio::Of::latency);
+      latency_ratio(Ratio::Of::latency), busbw_ratio(Ratio::Of::busbw);
   static const NicShare share;
   static const ConnectionErrors errors;
   static const BytesVerified verified;
   static const Blackout blackout;
   static const Latency latency;
   static const CompletionTime time;
-  static const std::vector<const ResultAssertion*> all = {&throughput, &completion, &latency_ratio, &share, &errors,
-                                                          &verified,   &blackout,   &latency,       &time};
+  static const std::vector<const ResultAssertion*> all = {&throughput, &completion, &latency_ratio, &busbw_ratio,
+                                                          &share,      &errors,     &verified,      &blackout,
+                                                          &latency,    &time};
   return all;
 }
 

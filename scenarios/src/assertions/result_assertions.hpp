@@ -17,10 +17,11 @@ namespace lanes::scenarios {
 // phase against the same workload in baseline=, within min=/max=
 // throughput-ratio: this phase's rate over the baseline's; completion-ratio:
 // the baseline's time over this phase's; latency-ratio: the baseline's
-// final p99 (dataload) over this phase's (above 1: lower latency here)
+// final p99 (dataload) over this phase's (above 1: lower latency here);
+// busbw-ratio: a collective's bus bandwidth over the baseline's
 class Ratio final : public ResultAssertion {
  public:
-  enum class Of { throughput, completion, latency };
+  enum class Of { throughput, completion, latency, busbw };
   explicit Ratio(Of of) : of_(of) {}
   const char* type() const override;
   const Attrs& attrs() const override;

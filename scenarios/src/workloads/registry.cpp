@@ -17,7 +17,8 @@ const std::vector<const Workload*>& workloads() {
   static const Dataload dataload;
   static const Bootstrap bootstrap;
   static const Probe probe;
-  static const std::vector<const Workload*> all = {&save, &restore, &ingest, &dataload, &bootstrap, &probe};
+  static const Collective collective;
+  static const std::vector<const Workload*> all = {&save, &restore, &ingest, &dataload, &bootstrap, &probe, &collective};
   return all;
 }
 

@@ -63,6 +63,22 @@ class Dataload final : public Workload {
   std::string summary(const nlohmann::json& f) const override;
 };
 
+// collective: a ring all-reduce, reduce-scatter or all-gather (op=) of
+// size= bytes among the jobs of hosts= (every job host without it), over
+// their task IPs, channels= connections to each next rank; warmup= then
+// iterations= collectives, timed as nccl-tests does
+class Collective final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
+  std::vector<std::string> sampled_hosts(const Step& st, const testbed::Topology& topo) const override;
+  const char* nic_direction() const override { return "tx"; }
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+};
+
 // bootstrap: every job host (or hosts=) fetches at one moment (a burst)
 class Bootstrap final : public Workload {
  public:
@@ -107,6 +123,14 @@ nlohmann::json fetch_figures(const std::vector<std::optional<traffic::FetchResul
 nlohmann::json probe_figures(const std::optional<traffic::ProbeSendResult>& sent,
                              const std::optional<traffic::ProbeRecvResult>& received, int paths, bool per_nic,
                              double duration_s, double rate_hz);
+
+// A collective's figures from its ranks' results (hosts[r] ran rank r):
+// the time per collective, algbw and busbw (bytes/s and Gbit/s), the
+// efficiency against LINE_BPS (the slowest host's NICs together; 0: not
+// known), and whether every rank verified its output. A missing result
+// fails the check.
+nlohmann::json collective_figures(const std::vector<std::optional<traffic::CollectiveResult>>& ranks,
+                                  const std::vector<std::string>& hosts, const std::string& op, double line_bps);
 
 // What ingest and bootstrap share: serve on each of SERVERS, then one
 // fetcher per host of HOSTS (CONNS[i] connections, REQUESTS of BYTES each;

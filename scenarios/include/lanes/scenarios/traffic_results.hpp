@@ -103,6 +103,29 @@ struct ProbeSendResult {
   std::string to;  // the address it probed
 };
 
+// collective: one rank of a ring collective (collective.hpp)
+struct CollectiveResult {
+  std::string role = "collective";
+  std::string op;
+  int rank = 0, ranks = 0, channels = 0, iterations = 0, warmup = 0;
+  uint64_t bytes = 0;  // the buffer (rounded to the layout)
+  // the monotonic clock (shared by every namespace of the machine), in
+  // seconds: when the rank's channels were up both ways, and when it
+  // finished each iteration (warm-up ones first)
+  double ready_s = 0;
+  std::vector<double> iteration_end_s;
+  uint64_t sent_bytes = 0, received_bytes = 0;  // pieces' payload, every iteration
+  uint64_t expected_bytes = 0;                  // what the schedule moves each way, every iteration
+  bool verified = false;  // the last iteration's output is every word it must be
+  uint64_t checked_bytes = 0;
+  int64_t first_bad_offset = -1;  // the first wrong byte's offset in the buffer (-1: none)
+  int connection_errors = 0;
+  std::vector<std::string> errors;
+  uint64_t retransmits = 0;
+  std::vector<int> local_ports;          // the send channels' source ports
+  std::vector<uint64_t> channel_bytes;   // payload each send channel carried
+};
+
 // Missing fields read as their defaults (an older lanes-traffic, or a field
 // this one leaves out); a field of the wrong type makes the read fail.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
@@ -117,6 +140,10 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Percentiles, p50, p99, max)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FetchResult, role, connections, completed, connection_errors,
                                                 connect_failures, requests, verified_bytes, all_verified, seconds,
                                                 latency_ms, connect_ms, latency_samples_ms, connect_samples_ms, errors, issued, outstanding, issue_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveResult, role, op, rank, ranks, channels, iterations, warmup,
+                                                bytes, ready_s, iteration_end_s, sent_bytes, received_bytes,
+                                                expected_bytes, verified, checked_bytes, first_bad_offset,
+                                                connection_errors, errors, retransmits, local_ports, channel_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors, to)

@@ -1,0 +1,510 @@
+// lanes-traffic collective: one rank of a ring collective (collective.hpp)
+// over TCP, as NCCL's socket transport runs it: C channels (connections) to
+// the next rank and C from the previous one, the buffer moved piece by
+// piece, each piece forwarded as soon as it arrived and was reduced.
+//
+//   lanes-traffic collective --op allreduce|reducescatter|allgather
+//       --rank R --ranks N --to NEXT --port P --bytes S [--channels C]
+//       [--iterations I] [--warmup W] [--piece B] [--seed SEED]
+//       [--timeout SECONDS] [--wait-go] [--next-port Q] [--listen-fd FD]
+//   listens on P (or takes the listening socket FD it inherited) for rank
+//   R-1's channels, connects C channels to NEXT:P (NEXT:Q) (rank R+1), runs W + I collectives of S bytes and prints one JSON line
+//   (traffic::CollectiveResult): when it was ready and when each collective
+//   ended on the monotonic clock, the bytes it moved, and whether its last
+//   output is every word it must be (all of it checked).
+//
+// A channel takes the next piece that is ready whenever its socket has room
+// below TCP_NOTSENT_LOWAT, so a channel on a faster path carries more: the
+// pieces go at the rate each path drains, as the sum of the paths allows.
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine.hpp"
+#include "lanes/scenarios/collective.hpp"
+#include "lanes/scenarios/traffic_results.hpp"
+
+namespace lanes::traffic_engine {
+
+namespace coll = lanes::scenarios::collective;
+namespace traffic = lanes::scenarios::traffic;
+using testbed::EventLoop;
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4c4e4331;  // "LNC1": a channel's first bytes
+constexpr uint32_t kPieceMagic = 0x4c4e4332;  // "LNC2": a piece
+constexpr int kNotSentLowat = 128 * 1024;
+
+struct Hello {
+  uint32_t magic, rank, channel, ranks;
+};
+struct PieceHeader {
+  uint32_t magic, iteration, step, length;
+  uint64_t offset;  // in the buffer
+};
+
+double mono_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+class Rank {
+ public:
+  Rank(coll::Op op, int rank, int ranks, int channels, const coll::Layout& l, uint64_t seed, int iterations)
+      : op_(op), rank_(rank), ranks_(ranks), channels_(channels), l_(l), seed_(seed), total_iterations_(iterations),
+        steps_(coll::ring_schedule(op, ranks, rank)) {
+    res_.op = coll::op_name(op);
+    res_.rank = rank;
+    res_.ranks = ranks;
+    res_.channels = channels;
+    res_.bytes = l.bytes;
+    res_.expected_bytes = steps_.size() * l.chunk * static_cast<uint64_t>(iterations);
+  }
+
+  // the input, and for all-gather the rank's chunk already in its output
+  void prepare() {
+    out_.assign(l_.bytes / 8, 0);
+    auto [a, b] = coll::input_words(op_, rank_, l_);
+    if (op_ == coll::Op::allgather) {
+      for (uint64_t i = a; i < b; ++i) out_[i] = coll::input_word(seed_, rank_, i);
+    } else {
+      in_.resize(l_.bytes / 8);
+      for (uint64_t i = a; i < b; ++i) in_[i] = coll::input_word(seed_, rank_, i);
+    }
+  }
+
+  bool run(const sockaddr_storage& next, socklen_t nlen, int listener, double timeout_s) {
+    if (!stop_on_signals(loop_, "collective")) return false;
+    send_.resize(static_cast<size_t>(channels_));
+    for (int c = 0; c < channels_; ++c) {
+      Send& s = send_[static_cast<size_t>(c)];
+      std::string why;
+      s.fd = open_to(next, nlen, SOCK_STREAM, std::nullopt, why);
+      if (s.fd < 0) return fail("channel " + std::to_string(c) + ": " + why);
+      int low = kNotSentLowat, one = 1;
+      ::setsockopt(s.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &low, sizeof low);
+      ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      s.hello = {kHelloMagic, static_cast<uint32_t>(rank_), static_cast<uint32_t>(c), static_cast<uint32_t>(ranks_)};
+      size_t i = static_cast<size_t>(c);
+      (void)loop_.watch(s.fd, EPOLLOUT | EPOLLRDHUP, [this, i](uint32_t e) { on_send(i, e); });
+    }
+    (void)loop_.watch(listener, EPOLLIN, [this, listener](uint32_t) { on_accept(listener); });
+    loop_.at(EventLoop::Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
+             [this, timeout_s] { fail("not done after " + std::to_string(static_cast<int>(timeout_s)) + " s"); });
+    loop_.run();
+    if (!failed_ && !done_) fail("stopped before the end");
+    for (auto& s : send_) {
+      tcp_info ti{};
+      socklen_t tl = sizeof ti;
+      if (s.fd >= 0 && ::getsockopt(s.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) res_.retransmits += ti.tcpi_total_retrans;
+      res_.channel_bytes.push_back(s.payload);
+      res_.local_ports.push_back(s.local_port);
+    }
+    return !failed_;
+  }
+
+  // every word of the output the collective fills, against what it must be
+  void verify() {
+    if (failed_ || !done_) return;
+    auto [a, b] = coll::output_words(op_, rank_, l_);
+    uint64_t cw = l_.chunk / 8;
+    for (uint64_t i = a; i < b; ++i)
+      if (out_[i] != coll::expected_word(op_, seed_, ranks_, i, cw)) {
+        res_.first_bad_offset = static_cast<int64_t>(i * 8);
+        break;
+      }
+    res_.checked_bytes = (b - a) * 8;
+    res_.verified = res_.first_bad_offset < 0 && res_.sent_bytes == res_.expected_bytes &&
+                    res_.received_bytes == res_.expected_bytes;
+  }
+
+  traffic::CollectiveResult& result() { return res_; }
+
+ private:
+  struct Send {
+    int fd = -1;
+    bool connected = false;
+    Hello hello{};
+    size_t hello_sent = 0;
+    bool busy = false;  // a piece is going out
+    PieceHeader h{};
+    const uint8_t* body = nullptr;
+    size_t done = 0;  // of header and body
+    uint64_t payload = 0;
+    int local_port = 0;
+  };
+  struct Recv {
+    int fd = -1;
+    bool hello_ok = false;
+    Hello hello{};
+    size_t hello_got = 0;
+    PieceHeader h{};
+    size_t hdr_got = 0;
+    bool paused = false;  // a piece of the next collective: it waits for this one's end
+    bool closed = false;  // the previous rank ended it
+    uint8_t* body = nullptr;  // where the piece's bytes go (null: no piece begun)
+    size_t body_got = 0;
+    std::vector<uint64_t> scratch;  // a reduced piece, before it is added
+  };
+
+  bool fail(const std::string& why) {
+    if (!failed_) res_.errors.push_back(why);
+    failed_ = true;
+    ++res_.connection_errors;
+    loop_.stop();
+    return false;
+  }
+
+  void on_accept(int listener) {
+    for (;;) {
+      int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      if (recv_.size() >= static_cast<size_t>(channels_)) {  // not one of the ring's: turned away
+        ::close(fd);
+        continue;
+      }
+      recv_.emplace_back();
+      recv_.back().fd = fd;
+      size_t i = recv_.size() - 1;
+      (void)loop_.watch(fd, EPOLLIN | EPOLLRDHUP, [this, i](uint32_t) { on_recv(i); });
+    }
+  }
+
+  void maybe_ready() {
+    if (ready_) return;
+    for (const auto& s : send_)
+      if (!s.connected || s.hello_sent < sizeof(Hello)) return;
+    if (recv_.size() < static_cast<size_t>(channels_)) return;
+    for (const auto& r : recv_)
+      if (!r.hello_ok) return;
+    ready_ = true;
+    res_.ready_s = mono_s();
+    begin_iteration();
+    pump();
+  }
+
+  void begin_iteration() {
+    size_t m = steps_.size(), ppc = l_.pieces_per_chunk;
+    applied_.assign(m * ppc, false);
+    received_ = sent_ = 0;
+    for (uint64_t j = 0; j < ppc; ++j) ready_pieces_.push_back({0, j});
+    for (size_t i = 0; i < recv_.size(); ++i)
+      if (recv_[i].paused) {
+        recv_[i].paused = false;
+        if (!begin_piece(recv_[i])) return;
+        (void)loop_.rewatch(recv_[i].fd, EPOLLIN | EPOLLRDHUP);
+      }
+  }
+
+  uint64_t pieces_per_iteration() const { return steps_.size() * l_.pieces_per_chunk; }
+  bool last_iteration() const { return iteration_ == total_iterations_ - 1; }
+  // everything of the last collective arrived: the previous rank may close
+  bool received_all() const { return done_ || (last_iteration() && received_ == pieces_per_iteration()); }
+  bool sent_all() const {
+    if (done_) return true;
+    if (!last_iteration() || sent_ < pieces_per_iteration()) return false;
+    for (const auto& s : send_)
+      if (s.busy) return false;
+    return true;
+  }
+
+  // a collective that has sent and received everything ends; the next begins
+  // (the caller pumps its first pieces)
+  void maybe_end_iteration() {
+    uint64_t want = pieces_per_iteration();
+    if (received_ < want || sent_ < want) return;
+    for (const auto& s : send_)
+      if (s.busy) return;
+    res_.iteration_end_s.push_back(mono_s());
+    if (++iteration_ < total_iterations_) {
+      begin_iteration();
+      return;
+    }
+    done_ = true;
+    for (auto& s : send_) ::shutdown(s.fd, SHUT_WR);
+    loop_.stop();
+  }
+
+  // hands ready pieces to idle channels and writes what their sockets take
+  void pump() {
+    for (size_t i = 0; i < send_.size() && !failed_; ++i) {
+      Send& s = send_[i];
+      if (!s.connected || s.hello_sent < sizeof(Hello)) continue;
+      if (!write_some(s)) return;
+      (void)loop_.rewatch(s.fd, s.busy ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP);
+    }
+  }
+
+  // false: the channel failed
+  bool write_some(Send& s) {
+    for (;;) {
+      if (!s.busy) {
+        if (ready_pieces_.empty()) return true;
+        auto [k, j] = ready_pieces_.front();
+        ready_pieces_.pop_front();
+        const coll::RingStep& st = steps_[k];
+        uint64_t off = static_cast<uint64_t>(st.send_chunk) * l_.chunk + j * l_.piece;
+        s.h = {kPieceMagic, static_cast<uint32_t>(iteration_), static_cast<uint32_t>(k),
+               static_cast<uint32_t>(l_.piece_bytes(j)), off};
+        // the first reduce-scatter step sends the input; every later step what arrived
+        const uint64_t* src = k == 0 && st.reduce ? in_.data() : out_.data();
+        s.body = reinterpret_cast<const uint8_t*>(src) + off;
+        s.done = 0;
+        s.busy = true;
+      }
+      size_t total = sizeof(PieceHeader) + s.h.length;
+      iovec iov[2];
+      int n = 0;
+      if (s.done < sizeof(PieceHeader))
+        iov[n++] = {reinterpret_cast<uint8_t*>(&s.h) + s.done, sizeof(PieceHeader) - s.done};
+      size_t body_done = s.done > sizeof(PieceHeader) ? s.done - sizeof(PieceHeader) : 0;
+      iov[n++] = {const_cast<uint8_t*>(s.body) + body_done, s.h.length - body_done};
+      msghdr mh{};
+      mh.msg_iov = iov;
+      mh.msg_iovlen = static_cast<size_t>(n);
+      ssize_t w = ::sendmsg(s.fd, &mh, MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno == EAGAIN) return true;
+        return fail(std::string("send: ") + std::strerror(errno));
+      }
+      size_t before = s.done;
+      s.done += static_cast<size_t>(w);
+      size_t payload = s.done > sizeof(PieceHeader) ? s.done - std::max(before, sizeof(PieceHeader)) : 0;
+      s.payload += payload;
+      res_.sent_bytes += payload;
+      if (s.done < total) return true;  // the socket is full
+      s.busy = false;
+      ++sent_;
+      maybe_end_iteration();
+      if (failed_ || done_) return !failed_;
+    }
+  }
+
+  void on_send(size_t i, uint32_t events) {
+    Send& s = send_[i];
+    if (events & (EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+      int soerr = 0;
+      socklen_t sl = sizeof soerr;
+      ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+      if (!soerr && sent_all()) {  // the next rank has everything and ended
+        loop_.unwatch(s.fd);
+        return;
+      }
+      fail("channel " + std::to_string(i) + " to the next rank: " +
+           (soerr ? std::strerror(soerr) : "closed by the next rank"));
+      return;
+    }
+    if (!s.connected) {
+      s.connected = true;
+      sockaddr_storage local{};
+      socklen_t llen = sizeof local;
+      if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
+        s.local_port = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                                         : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+    }
+    if (s.hello_sent < sizeof(Hello)) {
+      ssize_t w = ::send(s.fd, reinterpret_cast<uint8_t*>(&s.hello) + s.hello_sent, sizeof(Hello) - s.hello_sent,
+                         MSG_NOSIGNAL);
+      if (w < 0 && errno != EAGAIN) {
+        fail("channel " + std::to_string(i) + ": send: " + std::strerror(errno));
+        return;
+      }
+      if (w > 0) s.hello_sent += static_cast<size_t>(w);
+      if (s.hello_sent < sizeof(Hello)) return;
+      (void)loop_.rewatch(s.fd, EPOLLRDHUP);
+      maybe_ready();
+      return;
+    }
+    if (!ready_) return;
+    if (!write_some(s)) return;
+    if (!done_) {
+      pump();  // the piece it finished may have ended a collective, or readied others
+      (void)loop_.rewatch(s.fd, s.busy ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP);
+    }
+  }
+
+  // the piece R's header announces: checked against the schedule, and where its bytes go
+  bool begin_piece(Recv& r) {
+    const PieceHeader& h = r.h;
+    if (h.magic != kPieceMagic) return fail("a channel from the previous rank sent a malformed piece");
+    if (static_cast<int>(h.iteration) > iteration_) {  // the previous rank is a collective ahead
+      r.paused = true;
+      (void)loop_.rewatch(r.fd, 0);
+      return true;
+    }
+    size_t k = h.step;
+    if (static_cast<int>(h.iteration) < iteration_ || k >= steps_.size())
+      return fail("a piece out of the schedule (collective " + std::to_string(h.iteration) + ", step " +
+                  std::to_string(k) + ")");
+    uint64_t base = static_cast<uint64_t>(steps_[k].recv_chunk) * l_.chunk;
+    uint64_t j = h.offset >= base ? (h.offset - base) / l_.piece : l_.pieces_per_chunk;
+    if (h.offset < base || j >= l_.pieces_per_chunk || h.offset != base + j * l_.piece ||
+        h.length != l_.piece_bytes(j) || applied_[k * l_.pieces_per_chunk + j])
+      return fail("a piece that is not the schedule's next (step " + std::to_string(k) + ", offset " +
+                  std::to_string(h.offset) + ", " + std::to_string(h.length) + " bytes)");
+    if (steps_[k].reduce) {
+      r.scratch.resize(l_.piece / 8);
+      r.body = reinterpret_cast<uint8_t*>(r.scratch.data());
+    } else {
+      r.body = reinterpret_cast<uint8_t*>(out_.data()) + h.offset;
+    }
+    r.body_got = 0;
+    return true;
+  }
+
+  void piece_arrived(Recv& r) {
+    const PieceHeader& h = r.h;
+    size_t k = h.step;
+    uint64_t j = (h.offset - static_cast<uint64_t>(steps_[k].recv_chunk) * l_.chunk) / l_.piece;
+    if (steps_[k].reduce) {  // this rank's part added to what came
+      uint64_t w0 = h.offset / 8, words = h.length / 8;
+      for (uint64_t i = 0; i < words; ++i) out_[w0 + i] = in_[w0 + i] + r.scratch[i];
+    }
+    applied_[k * l_.pieces_per_chunk + j] = true;
+    res_.received_bytes += h.length;
+    ++received_;
+    r.body = nullptr;
+    r.hdr_got = 0;
+    if (k + 1 < steps_.size()) ready_pieces_.push_back({k + 1, j});
+  }
+
+  void on_recv(size_t i) {
+    Recv& r = recv_[i];
+    for (int round = 0; round < 64 && !failed_ && !done_ && !r.paused; ++round) {
+      uint8_t* dst;
+      size_t want;
+      if (!r.hello_ok) {
+        dst = reinterpret_cast<uint8_t*>(&r.hello) + r.hello_got;
+        want = sizeof(Hello) - r.hello_got;
+      } else if (!r.body) {
+        dst = reinterpret_cast<uint8_t*>(&r.h) + r.hdr_got;
+        want = sizeof(PieceHeader) - r.hdr_got;
+      } else {
+        dst = r.body + r.body_got;
+        want = r.h.length - r.body_got;
+      }
+      ssize_t n = ::read(r.fd, dst, want);
+      if (n < 0 && errno == EAGAIN) break;
+      // a channel the previous rank closed between pieces: the rest comes on
+      // the others (it ends each as it has nothing more for it)
+      if (n == 0 && r.hello_ok && !r.body && r.hdr_got == 0) {
+        loop_.unwatch(r.fd);
+        r.closed = true;
+        for (const auto& o : recv_)
+          if (!o.closed) return;
+        if (!received_all()) fail("the previous rank closed its channels before the end");
+        return;
+      }
+      if (n <= 0) {
+        fail(n == 0 ? "the previous rank closed a channel before the end" : std::string("read: ") + std::strerror(errno));
+        return;
+      }
+      size_t got = static_cast<size_t>(n);
+      if (!r.hello_ok) {
+        r.hello_got += got;
+        if (r.hello_got < sizeof(Hello)) continue;
+        int left = (rank_ + ranks_ - 1) % ranks_;
+        if (r.hello.magic != kHelloMagic || static_cast<int>(r.hello.rank) != left ||
+            static_cast<int>(r.hello.ranks) != ranks_) {
+          fail("a connection that is not a channel of rank " + std::to_string(left));
+          return;
+        }
+        r.hello_ok = true;
+        maybe_ready();
+      } else if (!r.body) {
+        r.hdr_got += got;
+        if (r.hdr_got < sizeof(PieceHeader)) continue;
+        if (!ready_) {  // pieces before this rank's own channels are up: they wait, as a future collective's do
+          r.paused = true;
+          (void)loop_.rewatch(r.fd, 0);
+          return;
+        }
+        if (!begin_piece(r)) return;
+      } else {
+        r.body_got += got;
+        if (r.body_got < r.h.length) continue;
+        piece_arrived(r);
+        maybe_end_iteration();
+        if (!done_) pump();
+      }
+    }
+  }
+
+  coll::Op op_;
+  int rank_, ranks_, channels_;
+  coll::Layout l_;
+  uint64_t seed_;
+  int total_iterations_;
+  std::vector<coll::RingStep> steps_;
+  std::vector<uint64_t> in_, out_;
+  EventLoop loop_;
+  std::vector<Send> send_;
+  std::vector<Recv> recv_;
+  std::deque<std::pair<size_t, uint64_t>> ready_pieces_;  // (step, piece)
+  std::vector<bool> applied_;
+  uint64_t received_ = 0, sent_ = 0;
+  int iteration_ = 0;
+  bool ready_ = false, done_ = false, failed_ = false;
+  traffic::CollectiveResult res_;
+};
+
+}  // namespace
+
+int collective_main(int argc, char** argv) {
+  auto opt = coll::parse_op(arg(argc, argv, "--op").value_or("allreduce"));
+  int rank = std::stoi(arg(argc, argv, "--rank").value_or("-1"));
+  int ranks = std::stoi(arg(argc, argv, "--ranks").value_or("0"));
+  int channels = std::stoi(arg(argc, argv, "--channels").value_or("8"));
+  int iterations = std::stoi(arg(argc, argv, "--iterations").value_or("3"));
+  int warmup = std::stoi(arg(argc, argv, "--warmup").value_or("1"));
+  uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("0"));
+  uint64_t piece = std::stoull(arg(argc, argv, "--piece").value_or("262144"));
+  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+  double timeout = std::stod(arg(argc, argv, "--timeout").value_or("600"));
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+  int next_port = std::stoi(arg(argc, argv, "--next-port").value_or(std::to_string(port)));
+  int listen_fd = std::stoi(arg(argc, argv, "--listen-fd").value_or("-1"));
+  std::string why;
+  if (!opt) why = "--op must be allreduce, reducescatter or allgather";
+  else if (ranks < 2) why = "--ranks must be at least 2";
+  else if (rank < 0 || rank >= ranks) why = "--rank must be in 0..ranks-1";
+  else if (channels < 1 || channels > 256) why = "--channels must be in 1..256";
+  else if (iterations < 1 || warmup < 0) why = "--iterations must be at least 1 and --warmup at least 0";
+  else if (bytes < 8ull * static_cast<uint64_t>(ranks)) why = "--bytes must be at least 8 per rank";
+  sockaddr_storage next{};
+  socklen_t nlen = 0;
+  auto to = arg(argc, argv, "--to");
+  if (why.empty() && !to) why = "--to NEXT (the next rank's address) is required";
+  if (why.empty() && !make_addr(*to, next_port, next, nlen)) why = "bad address " + *to;
+  if (!why.empty()) {
+    std::cerr << "lanes-traffic collective: " << why << "\n";
+    return 2;
+  }
+  int ls = listen_fd >= 0 ? listen_fd : listen_tcp(port);
+  if (ls < 0) return 1;
+  coll::Layout l = coll::layout(bytes, ranks, piece);
+  Rank r(*opt, rank, ranks, channels, l, seed, warmup + iterations);
+  r.result().iterations = iterations;
+  r.result().warmup = warmup;
+  r.prepare();
+  if (!wait_for_go(argc, argv)) return 1;
+  bool ok = r.run(next, nlen, ls, timeout);
+  r.verify();
+  std::cout << traffic::line_of(r.result()) << "\n";
+  return ok && r.result().verified ? 0 : 1;
+}
+
+}  // namespace lanes::traffic_engine

@@ -1,0 +1,73 @@
+#pragma once
+// Ring collectives as NCCL runs them between n ranks, and the figures
+// nccl-tests reports for them. Pure: lanes-traffic's collective mode runs
+// the schedule over TCP, the collective workload computes the figures, the
+// unit tests check both.
+//
+// The buffer of S bytes is cut into n chunks. A ring step moves one chunk
+// from every rank r to rank r+1 at once:
+//   reduce-scatter, step k = 0..n-2: r sends chunk (r-k-1) and adds the
+//     chunk (r-k-2) it receives to its own input; after n-1 steps rank r
+//     holds chunk r reduced over every rank.
+//   all-gather, step k = 0..n-2: r sends chunk (r-k) and stores the chunk
+//     (r-k-1) it receives; rank r starts holding chunk r, ends holding all.
+//   all-reduce: reduce-scatter, then all-gather.
+// In every schedule the chunk a rank sends in step k is the one it
+// received in step k-1, so a piece of it can go on as soon as it arrived
+// (the pipelining that keeps every link busy).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lanes::scenarios::collective {
+
+enum class Op { allreduce, reducescatter, allgather };
+std::optional<Op> parse_op(const std::string& s);
+const char* op_name(Op op);
+
+struct RingStep {
+  int send_chunk = 0;
+  int recv_chunk = 0;
+  bool reduce = false;  // add the received chunk to the rank's input (reduce-scatter), or store it (all-gather)
+};
+// Rank RANK's steps of OP among N ranks (N ≥ 2).
+std::vector<RingStep> ring_schedule(Op op, int n, int rank);
+
+// nccl-tests' figures for one collective of S bytes in T seconds among N
+// ranks: algbw = S / t, busbw = algbw · factor, where factor is 2(n-1)/n
+// for all-reduce and (n-1)/n for all-gather and reduce-scatter (the share
+// of S every rank's link must carry, so busbw compares with a link's rate
+// whatever n is). S is the whole buffer (all-gather's output,
+// reduce-scatter's input). Rates in bytes a second.
+double bus_factor(Op op, int n);
+double algbw(uint64_t bytes, double seconds);
+double busbw(Op op, int n, uint64_t bytes, double seconds);
+
+// The buffer's layout: N chunks of equal size, a multiple of 8 bytes (the
+// reduction adds 64-bit words); S is rounded down to a multiple of 8N.
+struct Layout {
+  uint64_t bytes = 0;  // the buffer, rounded
+  uint64_t chunk = 0;
+  uint64_t piece = 0;  // what goes on the wire at once; the chunk's last piece may be shorter
+  uint64_t pieces_per_chunk = 0;
+  uint64_t piece_bytes(uint64_t j) const;  // the length of piece J of a chunk
+};
+Layout layout(uint64_t bytes, int n, uint64_t piece);
+
+// The data: word I (the 8 bytes at offset 8·I of the buffer) of rank R's
+// input under SEED, a splitmix64 of the three, so any word of any rank is
+// known to everyone; the reduction is 64-bit addition (wrapping).
+uint64_t input_word(uint64_t seed, int rank, uint64_t index);
+// What word I of rank RANK's output must be after OP among N ranks (in the
+// part of the output OP leaves filled: all-reduce and all-gather every
+// chunk, reduce-scatter the rank's own).
+uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words);
+// The part of the buffer rank RANK's output holds after OP, as [first, end) word indexes.
+std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l);
+// The part of the buffer rank RANK's input holds: all of it, or for all-gather its own chunk.
+std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l);
+
+}  // namespace lanes::scenarios::collective

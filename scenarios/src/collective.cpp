@@ -1,0 +1,98 @@
+#include "lanes/scenarios/collective.hpp"
+
+#include <algorithm>
+
+namespace lanes::scenarios::collective {
+
+std::optional<Op> parse_op(const std::string& s) {
+  if (s == "allreduce") return Op::allreduce;
+  if (s == "reducescatter") return Op::reducescatter;
+  if (s == "allgather") return Op::allgather;
+  return std::nullopt;
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::allreduce: return "allreduce";
+    case Op::reducescatter: return "reducescatter";
+    case Op::allgather: break;
+  }
+  return "allgather";
+}
+
+namespace {
+int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+std::vector<RingStep> ring_schedule(Op op, int n, int rank) {
+  std::vector<RingStep> steps;
+  if (n < 2) return steps;
+  if (op != Op::allgather)
+    for (int k = 0; k < n - 1; ++k) steps.push_back({mod(rank - k - 1, n), mod(rank - k - 2, n), true});
+  if (op != Op::reducescatter)
+    for (int k = 0; k < n - 1; ++k) steps.push_back({mod(rank - k, n), mod(rank - k - 1, n), false});
+  return steps;
+}
+
+double bus_factor(Op op, int n) {
+  if (n < 1) return 0;
+  double f = static_cast<double>(n - 1) / n;
+  return op == Op::allreduce ? 2 * f : f;
+}
+
+double algbw(uint64_t bytes, double seconds) { return seconds > 0 ? static_cast<double>(bytes) / seconds : 0; }
+
+double busbw(Op op, int n, uint64_t bytes, double seconds) { return algbw(bytes, seconds) * bus_factor(op, n); }
+
+uint64_t Layout::piece_bytes(uint64_t j) const {
+  if (j + 1 < pieces_per_chunk) return piece;
+  return chunk - piece * (pieces_per_chunk ? pieces_per_chunk - 1 : 0);
+}
+
+Layout layout(uint64_t bytes, int n, uint64_t piece) {
+  Layout l;
+  if (n < 1) return l;
+  uint64_t unit = 8 * static_cast<uint64_t>(n);
+  l.bytes = bytes / unit * unit;
+  l.chunk = l.bytes / static_cast<uint64_t>(n);
+  l.piece = std::max<uint64_t>(8, piece / 8 * 8);
+  l.piece = std::min(l.piece, std::max<uint64_t>(l.chunk, 8));
+  l.pieces_per_chunk = l.chunk ? (l.chunk + l.piece - 1) / l.piece : 0;
+  return l;
+}
+
+namespace {
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+uint64_t input_word(uint64_t seed, int rank, uint64_t index) {
+  // the rank's key apart from every other rank's and seed's, then the index
+  uint64_t key = splitmix64(seed ^ (static_cast<uint64_t>(rank) + 1) * 0xD1B54A32D192ED03ull);
+  return splitmix64(key + index * 0x9E3779B97F4A7C15ull);
+}
+
+uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words) {
+  if (op == Op::allgather) return input_word(seed, static_cast<int>(chunk_words ? index / chunk_words : 0), index);
+  uint64_t sum = 0;
+  for (int r = 0; r < n; ++r) sum += input_word(seed, r, index);
+  return sum;
+}
+
+std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l) {
+  uint64_t cw = l.chunk / 8, r = static_cast<uint64_t>(rank);
+  if (op == Op::reducescatter) return {r * cw, (r + 1) * cw};
+  return {0, l.bytes / 8};
+}
+
+std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l) {
+  uint64_t cw = l.chunk / 8, r = static_cast<uint64_t>(rank);
+  if (op == Op::allgather) return {r * cw, (r + 1) * cw};
+  return {0, l.bytes / 8};
+}
+
+}  // namespace lanes::scenarios::collective

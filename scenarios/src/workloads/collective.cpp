@@ -1,0 +1,188 @@
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "lanes/scenarios/collective.hpp"
+#include "workloads.hpp"
+
+namespace lanes::scenarios {
+
+using nlohmann::json;
+namespace coll = collective;
+
+const char* Collective::type() const { return "collective"; }
+
+const Attrs& Collective::attrs() const {
+  static const Attrs a = {{"op", Kind::choice, false, "allreduce|reducescatter|allgather"},
+                          {"hosts", Kind::hosts},
+                          {"size", Kind::size, true},
+                          {"channels", Kind::count},
+                          {"iterations", Kind::count},
+                          {"warmup", Kind::integer},
+                          {"wait", Kind::boolean},
+                          {"timeout", Kind::duration},
+                          kFamilyAttr};
+  return a;
+}
+
+std::string Collective::check(const Step& st, const testbed::Topology& topo) const {
+  size_t n = job_hosts(st, topo).size();
+  if (n < 2) return fmt::format("a collective needs at least 2 job hosts, {} has {}", st.has("hosts") ? "hosts=" : "the topology", n);
+  if (st.has("warmup") && st.integer("warmup") < 0) return "warmup= must be 0 or more";
+  return "";
+}
+
+std::vector<std::string> Collective::sampled_hosts(const Step& st, const testbed::Topology& topo) const {
+  return job_hosts(st, topo);
+}
+
+// One rank per host, in the order of hosts=, each sending to the next
+// host's task IP; all start held and get their go together once every one
+// listens.
+void Collective::start(WorkloadRun& w, StepContext& ctx) const {
+  const Step& st = w.step;
+  const auto& topo = ctx.topo();
+  w.hosts = job_hosts(st, topo);
+  int n = static_cast<int>(w.hosts.size());
+  w.port = ctx.take_ports(1);
+  std::string base = ctx.out_base(st.str("name"));
+  for (int r = 0; r < n; ++r) {
+    const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
+    bool v6 = wants_v6(st, &next);
+    std::string to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
+    w.clients.push_back(ctx.start_traffic(
+        "collective " + w.hosts[static_cast<size_t>(r)], ctx.job_ns(w.hosts[static_cast<size_t>(r)]),
+        {"collective", "--op", st.str("op", "allreduce"), "--rank", std::to_string(r), "--ranks", std::to_string(n),
+         "--to", to, "--port", std::to_string(w.port), "--bytes", std::to_string(st.bytes("size")), "--channels",
+         std::to_string(st.integer("channels", 8)), "--iterations", std::to_string(st.integer("iterations", 3)),
+         "--warmup", std::to_string(st.integer("warmup", 1)), "--seed", std::to_string(ctx.seed()),
+         "--timeout", std::to_string(st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000),
+         "--wait-go"},
+        fmt::format("{}.rank-{}.json", base, r), true));
+  }
+  for (int r = 0; r < n; ++r)
+    ctx.wait_listening(ctx.job_ns(w.hosts[static_cast<size_t>(r)]), w.port, false,
+                       w.hosts[static_cast<size_t>(r)] + "'s job");
+  w.start_s = ctx.now_s();
+  ctx.go(w.clients);
+}
+
+json collective_figures(const std::vector<std::optional<traffic::CollectiveResult>>& ranks,
+                        const std::vector<std::string>& hosts, const std::string& op_text, double line_bps) {
+  json f;
+  auto op = coll::parse_op(op_text).value_or(coll::Op::allreduce);
+  int n = static_cast<int>(ranks.size());
+  f["op"] = coll::op_name(op);
+  f["ranks"] = n;
+  f["hosts"] = hosts;
+  int errors = 0, iterations = 0, warmup = 0;
+  uint64_t bytes = 0, retrans = 0, sent = 0, received = 0;
+  bool ok = n >= 2;
+  json per_rank = json::array(), notes = json::array();
+  for (int r = 0; r < n; ++r) {
+    const auto& x = ranks[static_cast<size_t>(r)];
+    const std::string& host = r < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(r)] : "";
+    if (!x) {
+      ok = false;
+      ++errors;
+      notes.push_back(host + ": printed no result");
+      per_rank.push_back({{"rank", r}, {"host", host}, {"verified", false}});
+      continue;
+    }
+    bytes = x->bytes;
+    iterations = x->iterations;
+    warmup = x->warmup;
+    errors += x->connection_errors;
+    retrans += x->retransmits;
+    sent += x->sent_bytes;
+    received += x->received_bytes;
+    ok = ok && x->verified;
+    if (!x->verified && notes.size() < 5)
+      notes.push_back(fmt::format("{}: {}", host,
+                                  !x->errors.empty()       ? x->errors.front()
+                                  : x->first_bad_offset >= 0 ? fmt::format("wrong word at offset {}", x->first_bad_offset)
+                                                             : fmt::format("{} of {} bytes sent, {} received",
+                                                                           x->sent_bytes, x->expected_bytes,
+                                                                           x->received_bytes)));
+    per_rank.push_back({{"rank", r},
+                        {"host", host},
+                        {"verified", x->verified},
+                        {"checked_bytes", x->checked_bytes},
+                        {"sent_bytes", x->sent_bytes},
+                        {"received_bytes", x->received_bytes},
+                        {"retransmits", x->retransmits},
+                        {"channel_bytes", x->channel_bytes}});
+  }
+  f["bytes"] = bytes;
+  f["iterations"] = iterations;
+  f["warmup"] = warmup;
+  f["sent_bytes"] = sent;
+  f["received_bytes"] = received;
+  f["bytes_verified"] = ok;
+  if (!ok) f["verify_note"] = notes;
+  f["connection_errors"] = errors;
+  f["retransmits"] = retrans;
+  f["per_rank"] = per_rank;
+  // a collective ends when its last rank is done: the time of the timed
+  // ones runs from when every rank had ended the warm-up (or was ready)
+  // until every rank had ended the last
+  auto latest = [&](int it) {
+    double t = 0;
+    for (const auto& x : ranks) {
+      if (!x) return 0.0;
+      if (it < 0) t = std::max(t, x->ready_s);
+      else if (static_cast<size_t>(it) < x->iteration_end_s.size()) t = std::max(t, x->iteration_end_s[static_cast<size_t>(it)]);
+      else return 0.0;
+    }
+    return t;
+  };
+  std::vector<double> each;
+  for (int i = 0; ok && i < iterations; ++i) {
+    double a = latest(warmup + i - 1), b = latest(warmup + i);
+    if (a <= 0 || b <= 0) break;
+    each.push_back(b - a);
+  }
+  double total = 0;
+  for (double s : each) total += s;
+  double t = each.size() == static_cast<size_t>(iterations) && iterations > 0 ? total / iterations : 0;
+  f["iteration_s"] = each;
+  f["time_s"] = t;
+  double alg = coll::algbw(bytes, t), bus = coll::busbw(op, n, bytes, t);
+  f["algbw_gbps"] = alg * 8 / 1e9;
+  f["busbw_gbps"] = bus * 8 / 1e9;
+  f["algbw_GBps"] = alg / 1e9;  // nccl-tests' unit
+  f["busbw_GBps"] = bus / 1e9;
+  f["bus_factor"] = coll::bus_factor(op, n);
+  if (line_bps > 0) {
+    f["line_gbps"] = line_bps / 1e9;
+    f["efficiency"] = bus * 8 / line_bps;
+  }
+  return f;
+}
+
+json Collective::figures(const WorkloadRun& w, double, StepContext& ctx) const {
+  std::vector<std::optional<traffic::CollectiveResult>> ranks;
+  for (const auto& p : w.clients) ranks.push_back(traffic::read_result<traffic::CollectiveResult>(p.out));
+  // the ring is as fast as its slowest host's NICs together
+  const auto& topo = ctx.topo();
+  double line = std::numeric_limits<double>::max();
+  for (const auto& h : w.hosts) {
+    const auto& node = topo.nodes.at(static_cast<size_t>(topo.find_node(h)));
+    double sum = 0;
+    for (const auto& nic : node.nics) sum += static_cast<double>(nic.rate_bps);
+    line = std::min(line, sum);
+  }
+  if (w.hosts.empty() || line == std::numeric_limits<double>::max()) line = 0;
+  return collective_figures(ranks, w.hosts, w.step.str("op", "allreduce"), line);
+}
+
+std::string Collective::summary(const json& f) const {
+  std::string eff = f.contains("efficiency") ? fmt::format(" ({:.0f}% of the NICs' line rate)", 100 * f.value("efficiency", 0.0)) : "";
+  return fmt::format(": {} of {} MiB among {} ranks in {:.3f} s, algbw {:.3f} Gbit/s, busbw {:.3f} Gbit/s{}, {}",
+                     f.value("op", ""), f.value("bytes", uint64_t{0}) >> 20, f.value("ranks", 0), f.value("time_s", 0.0),
+                     f.value("algbw_gbps", 0.0), f.value("busbw_gbps", 0.0), eff,
+                     f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified");
+}
+
+}  // namespace lanes::scenarios
