@@ -114,7 +114,7 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     else
       p.add(hns, change::Veth{jn, jidx(nic), cn, cidx(nic), cns, container_link_mac(host, nic.index, 0),
                               container_link_mac(host, nic.index, 1)});
-    p.add(cns, change::LinkUp{cidx(nic), cn});
+    p.add(cns, change::LinkUp{cidx(nic), cn, kEndpointGsoMaxSize});  // the job's sockets send on it
     p.add(hns, change::Address{jidx(nic), jn, nic.host_side4});
     p.add(hns, change::Address{jidx(nic), jn, nic.host_side6});
     p.add(cns, change::Address{cidx(nic), cn, nic.cont_side4});

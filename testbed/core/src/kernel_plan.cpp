@@ -32,7 +32,10 @@ std::string describe(const KernelChange& c) {
           [](const change::Netkit& v) {
             return fmt::format("netkit {} ({}) <-> {} ({}) in {}", v.name, v.index, v.peer, v.peer_index, v.peer_ns);
           },
-          [](const change::LinkUp& l) { return fmt::format("up {} ({})", l.name, l.index); },
+          [](const change::LinkUp& l) {
+            return l.gso_max_size ? fmt::format("up {} ({}), GSO up to {} B", l.name, l.index, l.gso_max_size)
+                                  : fmt::format("up {} ({})", l.name, l.index);
+          },
           [](const change::Address& a) {
             return fmt::format("address {} on {}",
                                std::visit([](const auto& x) { return x.str(); }, a.addr), a.ifname);
@@ -84,7 +87,7 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
               if (!fd) return fd.error();
               return nl->create_netkit(v.name, v.index, v.peer, v.peer_index, fd.value(), v.peer_ns);
             },
-            [&](const change::LinkUp& l) { return nl->set_link_up(l.index, true, l.name); },
+            [&](const change::LinkUp& l) { return nl->set_link_up(l.index, true, l.name, l.gso_max_size); },
             [&](const change::Address& a) {
               return std::visit([&](const auto& x) { return nl->add_address(a.index, x, a.ifname); }, a.addr);
             },

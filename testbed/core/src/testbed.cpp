@@ -84,7 +84,9 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
     // the creating request, so B is brought up from its own namespace
     p.links.add(ns(l.a.node), change::Veth{l.a.ifname, index[k].first, l.b.ifname, index[k].second, ns(l.b.node),
                                            link_mac(k, 0), link_mac(k, 1)});
-    p.links.add(ns(l.b.node), change::LinkUp{index[k].second, l.b.ifname});
+    // a server's end is a TCP endpoint (kEndpointGsoMaxSize)
+    p.links.add(ns(l.b.node), change::LinkUp{index[k].second, l.b.ifname,
+                                             l.kind == LinkKind::server ? kEndpointGsoMaxSize : 0});
   }
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];

@@ -54,6 +54,9 @@ struct QdiscInfo {
   uint64_t rate_bps = 0;  // TBF only
   uint32_t burst_bytes = 0;
   uint32_t limit_bytes = 0;
+  // what the qdisc sent, as it counts it: every segment of a GSO packet with
+  // its own headers (the bytes a line rate is about), and what it dropped
+  uint64_t bytes = 0, packets = 0, drops = 0;
 };
 
 // One bucket of a resilient group: its next hop, and how long no packet
@@ -165,7 +168,8 @@ class Netlink {
   // Creates a dummy device (e.g. for a task IP).
   Status create_dummy(const std::string& name, int index = 0);
   Status delete_link(const std::string& name);
-  Status set_link_up(int index, bool up, const std::string& name);
+  // GSO_MAX_SIZE: also caps the GSO packets of the link (0: leaves it)
+  Status set_link_up(int index, bool up, const std::string& name, uint32_t gso_max_size = 0);
   Result<int> ifindex(const std::string& name);
   Result<std::vector<LinkInfo>> links();
   Result<std::optional<LinkInfo>> link(const std::string& name);
