@@ -19,7 +19,9 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -120,9 +122,9 @@ class Rank {
   void verify() {
     if (failed_ || !done_) return;
     auto [a, b] = coll::output_words(op_, rank_, l_);
-    uint64_t cw = l_.chunk / 8;
+    coll::Expected want(op_, seed_, ranks_, l_.chunk / 8);
     for (uint64_t i = a; i < b; ++i)
-      if (out_[i] != coll::expected_word(op_, seed_, ranks_, i, cw)) {
+      if (out_[i] != want(i)) {
         res_.first_bad_offset = static_cast<int64_t>(i * 8);
         break;
       }
@@ -238,21 +240,43 @@ class Rank {
     loop_.stop();
   }
 
-  // hands ready pieces to idle channels and writes what their sockets take
+  // hands ready pieces to the channels with room, each in turn from the one
+  // after the last served (a scan from channel 0 would give the first
+  // channels every piece whenever pieces are scarce), and writes what their
+  // sockets take
   void pump() {
-    for (size_t i = 0; i < send_.size() && !failed_; ++i) {
+    size_t c = send_.size();
+    for (size_t n = 0; n < c && !failed_; ++n) {
+      size_t i = (next_channel_ + n) % c;
       Send& s = send_[i];
       if (!s.connected || s.hello_sent < sizeof(Hello)) continue;
+      uint64_t taken = pieces_taken_;
       if (!write_some(s)) return;
-      (void)loop_.rewatch(s.fd, s.busy ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP);
+      if (pieces_taken_ != taken) next_channel_ = (i + 1) % c;
+      watch_send(s);
     }
+  }
+
+  // writable matters to a channel with a piece going out, or one that waits
+  // for room while pieces wait for it (never to an idle one: it would wake
+  // the loop for nothing)
+  void watch_send(const Send& s) {
+    (void)loop_.rewatch(s.fd, s.busy || !ready_pieces_.empty() ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP);
+  }
+
+  // the socket has less than the low-water mark unsent: a piece may join it
+  // (sendmsg takes far more, up to the whole send buffer, which would put
+  // pieces on a channel long before it can send them)
+  static bool room(const Send& s) {
+    int unsent = 0;
+    return ::ioctl(s.fd, SIOCOUTQNSD, &unsent) != 0 || unsent < kNotSentLowat;
   }
 
   // false: the channel failed
   bool write_some(Send& s) {
     for (;;) {
       if (!s.busy) {
-        if (ready_pieces_.empty()) return true;
+        if (ready_pieces_.empty() || !room(s)) return true;
         auto [k, j] = ready_pieces_.front();
         ready_pieces_.pop_front();
         const coll::RingStep& st = steps_[k];
@@ -264,6 +288,7 @@ class Rank {
         s.body = reinterpret_cast<const uint8_t*>(src) + off;
         s.done = 0;
         s.busy = true;
+        ++pieces_taken_;
       }
       size_t total = sizeof(PieceHeader) + s.h.length;
       iovec iov[2];
@@ -331,8 +356,8 @@ class Rank {
     if (!ready_) return;
     if (!write_some(s)) return;
     if (!done_) {
-      pump();  // the piece it finished may have ended a collective, or readied others
-      (void)loop_.rewatch(s.fd, s.busy ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP);
+      pump();  // the piece it finished may have ended a collective
+      watch_send(s);
     }
   }
 
@@ -457,6 +482,8 @@ class Rank {
   std::vector<bool> applied_;
   uint64_t received_ = 0, sent_ = 0;
   int iteration_ = 0;
+  size_t next_channel_ = 0;
+  uint64_t pieces_taken_ = 0;
   bool ready_ = false, done_ = false, failed_ = false;
   traffic::CollectiveResult res_;
 };

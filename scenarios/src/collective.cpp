@@ -70,17 +70,34 @@ uint64_t splitmix64(uint64_t x) {
 }
 }  // namespace
 
-uint64_t input_word(uint64_t seed, int rank, uint64_t index) {
-  // the rank's key apart from every other rank's and seed's, then the index
-  uint64_t key = splitmix64(seed ^ (static_cast<uint64_t>(rank) + 1) * 0xD1B54A32D192ED03ull);
-  return splitmix64(key + index * 0x9E3779B97F4A7C15ull);
+namespace {
+// rank R's odd factor under SEED
+uint64_t factor(uint64_t seed, int rank) {
+  return splitmix64(seed ^ (static_cast<uint64_t>(rank) + 1) * 0xD1B54A32D192ED03ull) | 1;
 }
+uint64_t base_word(uint64_t seed, uint64_t index) { return splitmix64(seed * 0x9E3779B97F4A7C15ull + index); }
+}  // namespace
+
+uint64_t input_word(uint64_t seed, int rank, uint64_t index) { return base_word(seed, index) * factor(seed, rank); }
 
 uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words) {
   if (op == Op::allgather) return input_word(seed, static_cast<int>(chunk_words ? index / chunk_words : 0), index);
-  uint64_t sum = 0;
-  for (int r = 0; r < n; ++r) sum += input_word(seed, r, index);
-  return sum;
+  uint64_t k = 0;
+  for (int r = 0; r < n; ++r) k += factor(seed, r);
+  return base_word(seed, index) * k;
+}
+
+Expected::Expected(Op op, uint64_t seed, int n, uint64_t chunk_words)
+    : op_(op), seed_(seed), chunk_words_(chunk_words) {
+  for (int r = 0; r < n; ++r) {
+    factors_.push_back(factor(seed, r));
+    sum_ += factors_.back();
+  }
+}
+
+uint64_t Expected::operator()(uint64_t index) const {
+  uint64_t k = op_ == Op::allgather ? factors_[chunk_words_ ? index / chunk_words_ : 0] : sum_;
+  return base_word(seed_, index) * k;
 }
 
 std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l) {

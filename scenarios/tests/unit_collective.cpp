@@ -136,6 +136,14 @@ TEST_CASE("collective layout: chunks of whole words, pieces that cover each chun
   CHECK(coll::expected_word(coll::Op::allreduce, 7, 3, 9, 4) ==
         coll::input_word(7, 0, 9) + coll::input_word(7, 1, 9) + coll::input_word(7, 2, 9));
   CHECK(coll::expected_word(coll::Op::allgather, 7, 3, 9, 4) == coll::input_word(7, 2, 9));
+  coll::Expected reduced(coll::Op::allreduce, 7, 3, 4), gather(coll::Op::allgather, 7, 3, 4);
+  for (uint64_t i = 0; i < 12; ++i) {
+    CHECK(reduced(i) == coll::expected_word(coll::Op::allreduce, 7, 3, i, 4));
+    CHECK(gather(i) == coll::input_word(7, static_cast<int>(i / 4), i));
+  }
+  // a contribution missing, or added twice, is not the sum
+  CHECK(coll::input_word(7, 0, 9) + coll::input_word(7, 1, 9) != reduced(9));
+  CHECK(reduced(9) + coll::input_word(7, 1, 9) != reduced(9));
 }
 
 TEST_CASE("collective figures: time from the warm-up's end to the last rank's end, and a missing rank fails", "[unit]") {

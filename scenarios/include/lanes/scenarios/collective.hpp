@@ -58,13 +58,28 @@ struct Layout {
 Layout layout(uint64_t bytes, int n, uint64_t piece);
 
 // The data: word I (the 8 bytes at offset 8·I of the buffer) of rank R's
-// input under SEED, a splitmix64 of the three, so any word of any rank is
-// known to everyone; the reduction is 64-bit addition (wrapping).
+// input under SEED is h(I)·k(R): a splitmix64 of the index times an odd
+// factor of the rank, so any word of any rank is known to everyone, and
+// the reduction (64-bit addition, wrapping) of word I over every rank is
+// h(I)·Σk — checked at the cost of one hash a word, whatever n. A missing
+// or doubled contribution, a word in the wrong place or a flipped bit
+// changes it.
 uint64_t input_word(uint64_t seed, int rank, uint64_t index);
-// What word I of rank RANK's output must be after OP among N ranks (in the
+// What word I of a rank's output must be after OP among N ranks (in the
 // part of the output OP leaves filled: all-reduce and all-gather every
 // chunk, reduce-scatter the rank's own).
 uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words);
+// expected_word with the ranks' factors worked out once
+class Expected {
+ public:
+  Expected(Op op, uint64_t seed, int n, uint64_t chunk_words);
+  uint64_t operator()(uint64_t index) const;
+
+ private:
+  Op op_;
+  uint64_t seed_, chunk_words_, sum_ = 0;
+  std::vector<uint64_t> factors_;
+};
 // The part of the buffer rank RANK's output holds after OP, as [first, end) word indexes.
 std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l);
 // The part of the buffer rank RANK's input holds: all of it, or for all-gather its own chunk.
