@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lanes/scenarios/pattern.hpp"
+
 namespace lanes::scenarios::collective {
 
 std::optional<Op> parse_op(const std::string& s) {
@@ -60,15 +62,6 @@ Layout layout(uint64_t bytes, int n, uint64_t piece) {
   l.pieces_per_chunk = l.chunk ? (l.chunk + l.piece - 1) / l.piece : 0;
   return l;
 }
-
-namespace {
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-}  // namespace
 
 namespace {
 // rank R's odd factor under SEED

@@ -9,13 +9,6 @@
 namespace lanes::scenarios {
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // the random table of SEED, made once per process and seed
 const uint64_t* table_of(uint64_t seed) {
   static std::mutex mu;

@@ -20,6 +20,15 @@
 
 namespace lanes::scenarios {
 
+// Steele, Lea and Flood's 64-bit mix (splitmix64's step): the traffic
+// engine's one source of words from indexes.
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 class Pattern {
  public:
   Pattern(uint64_t seed, uint32_t flow);
