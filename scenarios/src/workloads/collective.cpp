@@ -57,7 +57,8 @@ void Collective::start(WorkloadRun& w, StepContext& ctx) const {
          "--to", to, "--port", std::to_string(w.port), "--bytes", std::to_string(st.bytes("size")), "--channels",
          std::to_string(st.integer("channels", 8)), "--iterations", std::to_string(st.integer("iterations", 3)),
          "--warmup", std::to_string(st.integer("warmup", 1)), "--seed", std::to_string(ctx.seed()),
-         "--timeout", std::to_string(st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000),
+         "--timeout",
+         std::to_string(std::max<int64_t>(1, st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000)),
          "--wait-go"},
         fmt::format("{}.rank-{}.json", base, r), true));
   }
