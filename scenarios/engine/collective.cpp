@@ -113,7 +113,6 @@ class Rank {
       socklen_t tl = sizeof ti;
       if (s.fd >= 0 && ::getsockopt(s.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) res_.retransmits += ti.tcpi_total_retrans;
       res_.channel_bytes.push_back(s.payload);
-      res_.local_ports.push_back(s.local_port);
     }
     return !failed_;
   }
@@ -146,7 +145,7 @@ class Rank {
     const uint8_t* body = nullptr;
     size_t done = 0;  // of header and body
     uint64_t payload = 0;
-    int local_port = 0;
+    uint32_t watched = EPOLLOUT | EPOLLRDHUP;  // what the loop watches it for
   };
   struct Recv {
     int fd = -1;
@@ -260,8 +259,12 @@ class Rank {
   // writable matters to a channel with a piece going out, or one that waits
   // for room while pieces wait for it (never to an idle one: it would wake
   // the loop for nothing)
-  void watch_send(const Send& s) {
-    (void)loop_.rewatch(s.fd, s.busy || !ready_pieces_.empty() ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP);
+  // (an epoll_ctl only when that changes: pump() asks for every channel on every piece)
+  void watch_send(Send& s) {
+    uint32_t want = s.busy || !ready_pieces_.empty() ? EPOLLOUT | EPOLLRDHUP : EPOLLRDHUP;
+    if (want == s.watched) return;
+    s.watched = want;
+    (void)loop_.rewatch(s.fd, want);
   }
 
   // the socket has less than the low-water mark unsent: a piece may join it
@@ -332,14 +335,7 @@ class Rank {
            (soerr ? std::strerror(soerr) : "closed by the next rank"));
       return;
     }
-    if (!s.connected) {
-      s.connected = true;
-      sockaddr_storage local{};
-      socklen_t llen = sizeof local;
-      if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
-        s.local_port = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
-                                                         : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
-    }
+    s.connected = true;
     if (s.hello_sent < sizeof(Hello)) {
       ssize_t w = ::send(s.fd, reinterpret_cast<uint8_t*>(&s.hello) + s.hello_sent, sizeof(Hello) - s.hello_sent,
                          MSG_NOSIGNAL);
@@ -349,7 +345,7 @@ class Rank {
       }
       if (w > 0) s.hello_sent += static_cast<size_t>(w);
       if (s.hello_sent < sizeof(Hello)) return;
-      (void)loop_.rewatch(s.fd, EPOLLRDHUP);
+      watch_send(s);
       maybe_ready();
       return;
     }

@@ -122,7 +122,6 @@ struct CollectiveResult {
   int connection_errors = 0;
   std::vector<std::string> errors;
   uint64_t retransmits = 0;
-  std::vector<int> local_ports;          // the send channels' source ports
   std::vector<uint64_t> channel_bytes;   // payload each send channel carried
 };
 
@@ -143,7 +142,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FetchResult, role, connections, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveResult, role, op, rank, ranks, channels, iterations, warmup,
                                                 bytes, ready_s, iteration_end_s, sent_bytes, received_bytes,
                                                 expected_bytes, verified, checked_bytes, first_bad_offset,
-                                                connection_errors, errors, retransmits, local_ports, channel_bytes)
+                                                connection_errors, errors, retransmits, channel_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors, to)
