@@ -46,7 +46,8 @@ th{background:#f0f2f5;font-weight:600}
 .badge.pass{background:#dff3ea}.badge.fail{background:#fde2e2}
 .charts{display:flex;flex-wrap:wrap;gap:14px}.chart{border:1px solid #eceff3;border-radius:6px;padding:6px}
 .chart .title{font-size:12px;color:#5b6472;margin:0 0 2px 4px}
-.muted{color:#6b7482}.diff{background:#fff4c2}
+.muted{color:#6b7482}tr.drift{background:#fff4c2}tr.flip{background:#fde2e2}tr.fixed{background:#dff3ea}
+.badge.drift{background:#fff4c2}
 pre{background:#f0f2f5;padding:8px;overflow:auto;font-size:12px;max-height:240px}
 svg text{font-family:system-ui,sans-serif}
 )";
@@ -346,60 +347,51 @@ std::string html_report(const RunResult& r) {
   return page("lanes report", o.str());
 }
 
-std::string html_compare(const RunResult& a, const std::string& an, const RunResult& b, const std::string& bn) {
+std::string html_compare(const Comparison& c, const std::string& an, const std::string& a_started, const std::string& bn,
+                         const std::string& b_started) {
   std::ostringstream o;
-  o << "<header><h1>lanes — comparison</h1><div class=\"meta\">A: " << esc(an) << " (" << esc(a.started) << ") · B: "
-    << esc(bn) << " (" << esc(b.started) << ")</div></header><main><section><h2>Assertions</h2>"
-    << "<table><tr><th>scenario</th><th>assertion</th><th>A measured</th><th>B measured</th><th>A</th><th>B</th></tr>";
-  std::set<std::string> names;
-  for (const auto* r : {&a, &b})
-    for (const auto& s : r->scenarios) names.insert(s.name);
-  auto find = [](const RunResult& r, const std::string& n) -> const ScenarioResult* {
-    for (const auto& s : r.scenarios)
-      if (s.name == n) return &s;
-    return nullptr;
+  auto row_class = [](Change ch) -> std::string {
+    switch (ch) {
+      case Change::flip: return " class=\"flip\"";
+      case Change::drift:
+      case Change::only_a:
+      case Change::only_b: return " class=\"drift\"";
+      case Change::fixed: return " class=\"fixed\"";
+      case Change::same: break;
+    }
+    return "";
   };
-  for (const auto& n : names) {
-    const auto* sa = find(a, n);
-    const auto* sb = find(b, n);
-    std::vector<std::string> keys;
-    std::map<std::string, const Assertion*> ma, mb;
-    for (const auto& [s, m] : {std::pair{sa, &ma}, std::pair{sb, &mb}})
-      if (s)
-        for (const auto& x : s->assertions) {
-          std::string k = x.name + " [" + x.phase + "]";
-          if (!ma.count(k) && !mb.count(k)) keys.push_back(k);
-          (*m)[k] = &x;
-        }
-    for (const auto& k : keys) {
-      const Assertion* x = ma.count(k) ? ma[k] : nullptr;
-      const Assertion* y = mb.count(k) ? mb[k] : nullptr;
-      bool diff = !x || !y || x->passed != y->passed || x->measured != y->measured;
-      auto verdict = [](const Assertion* z) {
-        return z ? fmt::format("<span class=\"{}\">{}</span>", z->passed ? "pass" : "fail", z->passed ? "✓" : "✗")
-                 : std::string("—");
-      };
-      o << fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                       diff ? " class=\"diff\"" : "", esc(n), esc(k), x ? esc(x->measured) : "—",
-                       y ? esc(y->measured) : "—", verdict(x), verdict(y));
-    }
-  }
-  o << "</table></section><section><h2>Workload figures</h2><div class=\"charts\">";
-  for (const auto& n : names) {
-    std::vector<std::pair<std::string, double>> bars;
-    for (const auto& [tag, r] : {std::pair{"A", &a}, std::pair{"B", &b}}) {
-      const auto* s = find(*r, n);
-      if (!s) continue;
-      for (const auto& p : s->phases)
-        for (const auto& w : p.workloads)
-          if (w.figures.contains("throughput_gbps"))
-            bars.push_back({fmt::format("{} {}/{}", tag, p.name, w.name), w.figures.value("throughput_gbps", 0.0)});
-    }
-    if (!bars.empty())
-      o << "<div class=\"chart\"><p class=\"title\">" << esc(n) << " throughput</p>" << bar_chart(bars, "Gbit/s")
-        << "</div>";
-  }
-  o << "</div></section></main>";
+  auto moved = [](const CompareRow& r) {
+    return r.moved && *r.moved != 0 ? fmt::format("{:+.1f}%", 100 * *r.moved) : std::string();
+  };
+  o << "<header><h1>lanes — comparison</h1><div class=\"meta\">A: " << esc(an) << " (" << esc(a_started)
+    << ") · B: " << esc(bn) << " (" << esc(b_started) << ")</div></header><main>";
+  o << fmt::format(
+      "<section><p><span class=\"badge fail\">{} flipped</span> pass → fail · <span class=\"badge pass\">{} "
+      "fixed</span> fail → pass · <span class=\"badge drift\">{} drifted</span> beyond {:.0f}% with the verdict "
+      "kept · {} in one run only</p></section>",
+      c.flips, c.fixes, c.drifts, 100 * c.thresholds.drift, c.unmatched);
+  o << "<section><h2>Configuration</h2><table><tr><th>setting</th><th>A</th><th>B</th></tr>";
+  for (const auto& r : c.config)
+    o << fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td></tr>", r.differs ? " class=\"drift\"" : "",
+                     esc(r.field), esc(r.a), esc(r.b));
+  o << "</table></section><section><h2>Assertions</h2><table><tr><th>scenario</th><th>assertion</th><th>change</th>"
+       "<th>A</th><th>A measured</th><th>B</th><th>B measured</th><th>moved</th></tr>";
+  auto verdict = [](bool present, bool passed) {
+    return present ? fmt::format("<span class=\"{}\">{}</span>", passed ? "pass" : "fail", passed ? "✓" : "✗")
+                   : std::string("—");
+  };
+  for (const auto& r : c.assertions)
+    o << fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                     row_class(r.change), esc(r.scenario), esc(r.key), to_string(r.change),
+                     verdict(r.change != Change::only_b, r.a_passed), esc(r.a),
+                     verdict(r.change != Change::only_a, r.b_passed), esc(r.b), moved(r));
+  o << "</table></section><section><h2>Workload figures</h2><table><tr><th>scenario</th><th>figure</th><th>A</th>"
+       "<th>B</th><th>moved</th></tr>";
+  for (const auto& r : c.figures)
+    o << fmt::format("<tr{}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", row_class(r.change),
+                     esc(r.scenario), esc(r.key), esc(r.a), esc(r.b), moved(r));
+  o << "</table></section></main>";
   return page("lanes comparison", o.str());
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <ostream>
 
+#include "lanes/reports/compare.hpp"
 #include "lanes/reports/writers.hpp"
 
 namespace lanes::reports {
@@ -28,61 +29,62 @@ void terminal_summary(const RunResult& r, const std::string& dir, std::ostream& 
   if (!dir.empty()) out << "report: " << dir << "/report.html (results.json, junit.xml beside it)\n";
 }
 
-void compare_text(const RunResult& a, const std::string& an, const RunResult& b, const std::string& bn,
-                  std::ostream& out) {
-  out << fmt::format("A: {} ({})\nB: {} ({})\n\n", an, a.started, bn, b.started);
-  std::map<std::string, std::pair<const ScenarioResult*, const ScenarioResult*>> both;
-  for (const auto& s : a.scenarios) both[s.name].first = &s;
-  for (const auto& s : b.scenarios) both[s.name].second = &s;
-  int differ = 0;
-  for (const auto& [name, p] : both) {
-    out << name << "\n";
-    std::map<std::string, std::pair<const Assertion*, const Assertion*>> as;
-    std::vector<std::string> order;
-    for (int side = 0; side < 2; ++side) {
-      const auto* s = side ? p.second : p.first;
-      if (!s) continue;
-      for (const auto& x : s->assertions) {
-        std::string k = x.name + (x.phase.empty() ? "" : " [" + x.phase + "]");
-        if (!as.count(k)) order.push_back(k);
-        (side ? as[k].second : as[k].first) = &x;
-      }
-    }
-    for (const auto& k : order) {
-      auto [x, y] = as[k];
-      bool diff = !x || !y || x->passed != y->passed || x->measured != y->measured;
-      differ += diff;
-      auto v = [](const Assertion* z) { return z ? fmt::format("{} {}", z->passed ? "✓" : "✗", z->measured) : std::string("—"); };
-      out << fmt::format("  {} {:<44} A: {:<30} B: {}\n", diff ? "≠" : " ", k, v(x), v(y));
-    }
-    // the workloads' key figures
-    std::map<std::string, std::pair<const WorkloadResult*, const WorkloadResult*>> ws;
-    std::vector<std::string> worder;
-    for (int side = 0; side < 2; ++side) {
-      const auto* s = side ? p.second : p.first;
-      if (!s) continue;
-      for (const auto& ph : s->phases)
-        for (const auto& w : ph.workloads) {
-          std::string k = ph.name + "/" + w.name;
-          if (!ws.count(k)) worder.push_back(k);
-          (side ? ws[k].second : ws[k].first) = &w;
-        }
-    }
-    auto fig = [](const WorkloadResult* w) -> std::string {
-      if (!w) return "—";
-      const auto& f = w->figures;
-      if (f.contains("throughput_gbps"))
-        return fmt::format("{:.3f} Gbit/s, {:.2f} s", f.value("throughput_gbps", 0.0), f.value("seconds", 0.0));
-      if (f.contains("blackout_ms")) return fmt::format("blackout {:.0f} ms", f.value("blackout_ms", 0.0));
-      return fmt::format("p99 {:.1f} ms, {:.2f} s", f.value("p99_ms", 0.0), f.value("seconds", 0.0));
-    };
-    for (const auto& k : worder) {
-      auto [x, y] = ws[k];
-      std::string fx = fig(x), fy = fig(y);
-      out << fmt::format("  {} {:<44} A: {:<30} B: {}\n", fx == fy ? " " : "~", k, fx, fy);
-    }
+namespace {
+
+// the mark and the word of a change, for the terminal
+std::string mark(Change c) {
+  switch (c) {
+    case Change::flip: return "✗ FLIP ";
+    case Change::fixed: return "✓ FIXED";
+    case Change::drift: return "~ drift";
+    case Change::only_a:
+    case Change::only_b: return "? once ";
+    case Change::same: break;
   }
-  out << fmt::format("\n{} assertions differ (≠); ~ marks workload figures that differ\n", differ);
+  return "       ";
+}
+
+std::string moved_text(const CompareRow& r) {
+  return r.moved && *r.moved != 0 ? fmt::format(" ({:+.1f}%)", 100 * *r.moved) : "";
+}
+
+}  // namespace
+
+void compare_text(const Comparison& c, const std::string& an, const std::string& a_started, const std::string& bn,
+                  const std::string& b_started, std::ostream& out) {
+  out << fmt::format("A: {} ({})\nB: {} ({})\n\nconfiguration (≠ where they differ)\n", an, a_started, bn, b_started);
+  int same = 0;
+  for (const auto& r : c.config) {
+    bool always = r.field == "lanes" || r.field == "kernel" || r.field == "gobgpd";
+    if (!r.differs && !always) {
+      ++same;
+      continue;
+    }
+    out << fmt::format("  {} {:<46} A: {:<28} B: {}\n", r.differs ? "≠" : " ", r.field, r.a, r.b);
+  }
+  if (same) out << fmt::format("  and {} more settings, the same in both\n", same);
+  std::string scenario;
+  for (const auto& r : c.assertions) {
+    if (r.scenario != scenario) out << "\n" << (scenario = r.scenario) << "\n";
+    auto v = [](const std::string& m, bool passed, bool present) {
+      return present ? fmt::format("{} {}", passed ? "✓" : "✗", m) : std::string("—");
+    };
+    out << fmt::format("  {} {:<44} A: {:<30} B: {}{}\n", mark(r.change), r.key,
+                       v(r.a, r.a_passed, r.change != Change::only_b), v(r.b, r.b_passed, r.change != Change::only_a),
+                       moved_text(r));
+  }
+  bool header = false;
+  for (const auto& r : c.figures) {
+    if (r.change == Change::same) continue;
+    if (!header) out << fmt::format("\nworkload figures that moved beyond {:.0f}%\n", 100 * c.thresholds.drift);
+    header = true;
+    out << fmt::format("  {} {:<58} A: {:<12} B: {}{}\n", mark(r.change), r.scenario + " " + r.key, r.a, r.b,
+                       moved_text(r));
+  }
+  out << fmt::format(
+      "\n{} verdicts flipped (pass → fail), {} fixed (fail → pass), {} numbers drifted beyond {:.0f}% with the "
+      "verdict kept, {} in one run only\n",
+      c.flips, c.fixes, c.drifts, 100 * c.thresholds.drift, c.unmatched);
 }
 
 void write_all(const RunResult& r, const std::string& dir) {

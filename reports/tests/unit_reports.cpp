@@ -9,6 +9,7 @@
 
 #include "lanes/core/process.hpp"
 #include "lanes/reports/result.hpp"
+#include "lanes/reports/compare.hpp"
 #include "lanes/reports/writers.hpp"
 
 using namespace lanes::reports;
@@ -161,15 +162,87 @@ TEST_CASE("HTML report holds every assertion and chart and needs nothing from th
   CHECK(html.find("phase four-nics: bringing the topology up") != std::string::npos);
 }
 
-TEST_CASE("comparison marks what differs between two runs", "[unit]") {
+TEST_CASE("compare classifies a flipped verdict, a fix, drift beyond the threshold and what one run lacks", "[unit]") {
+  CompareThresholds t;  // 5%
+  auto n = [](double v) { return std::optional<double>(v); };
+  CHECK(classify(true, true, true, false, n(0.75), n(0.76), true, t) == Change::flip);  // the number barely moved
+  CHECK(classify(true, true, false, true, n(0.98), n(0.75), true, t) == Change::fixed);
+  CHECK(classify(true, true, true, true, n(3.96), n(3.80), true, t) == Change::same);   // 4.0% < 5%
+  CHECK(classify(true, true, true, true, n(3.96), n(3.70), true, t) == Change::drift);  // 6.6%
+  CHECK(classify(true, true, false, false, n(2.0), n(3.0), true, t) == Change::drift);  // both failed, moved
+  CHECK(classify(true, true, true, true, n(0), n(0), false, t) == Change::same);
+  CHECK(classify(true, true, true, true, n(0), n(1), true, t) == Change::drift);
+  CHECK(classify(true, true, true, true, std::nullopt, std::nullopt, true, t) == Change::drift);  // text only
+  CHECK(classify(true, true, true, true, std::nullopt, std::nullopt, false, t) == Change::same);
+  CHECK(classify(true, false, true, true, n(1), std::nullopt, false, t) == Change::only_a);
+  CHECK(classify(false, true, true, true, std::nullopt, n(1), false, t) == Change::only_b);
+  CHECK(classify(true, true, true, true, n(1.0), n(1.3), true, CompareThresholds{0.5}) == Change::same);
+  CHECK(first_number("0.75 (1.439 Gbit/s against 1.920)") == 0.75);
+  CHECK(first_number("3 of 96 healthy buckets moved") == 3);
+  CHECK(first_number("-1.5e2 ms") == -150);
+  CHECK(first_number("after 0.35 s") == 0.35);
+  CHECK(first_number("h1 tx filled 73% of its line") == 73);
+  CHECK(first_number("ipv6: .5 s") == 0.5);
+  CHECK_FALSE(first_number("nothing"));
+  CHECK_FALSE(first_number(""));
+  CHECK_FALSE(first_number("nan"));
+}
+
+TEST_CASE("comparison of two runs: flips, drift and the configurations side by side", "[unit]") {
   RunResult a = sample(), b = sample();
-  b.scenarios[0].assertions[1].measured = "0.70";
+  b.kernel = "6.19.0";
+  a.scenarios[0].phases[0].config = {{"topology", "laptop"}, {"egress", "bpf"}, {"cpu_busy_before", 0.02}};
+  b.scenarios[0].phases[0].config = {{"topology", "laptop"}, {"egress", "ecmp"}, {"cpu_busy_before", 0.40}};
+  b.scenarios[0].assertions[1].measured = "0.70";                       // rate-ratio drifts 6.7%, still passes
+  b.scenarios[0].assertions[0].passed = false;                          // healthy-flows-kept flips
+  b.scenarios[0].phases[0].workloads[0].figures["throughput_gbps"] = 0.73;  // 1.4%: the same
+  b.scenarios[0].phases[0].workloads[0].figures["seconds"] = 12.0;          // 21.7%: drift
+  auto c = compare_runs(a, b);
+  CHECK(c.flips == 1);
+  CHECK(c.fixes == 0);
+  CHECK(c.drifts == 2);  // the rate-ratio and the seconds
+  CHECK(c.unmatched == 0);
+  auto row = [&](const std::string& field) -> const ConfigRow* {
+    for (const auto& r : c.config)
+      if (r.field == field) return &r;
+    return nullptr;
+  };
+  REQUIRE(row("kernel"));
+  CHECK(row("kernel")->differs);
+  REQUIRE(row("nic-failover/failover egress"));
+  CHECK(row("nic-failover/failover egress")->a == "bpf");
+  CHECK(row("nic-failover/failover egress")->b == "ecmp");
+  CHECK_FALSE(row("nic-failover/failover topology")->differs);
+  CHECK_FALSE(row("nic-failover/failover cpu_busy_before"));  // the machine's state, not the setup
+  CHECK(row("feature bpf"));
   std::ostringstream out;
-  compare_text(a, "A", b, "B", out);
-  CHECK(out.str().find("1 assertions differ") != std::string::npos);
-  CHECK(out.str().find("≠ rate-ratio h1") != std::string::npos);
-  std::string html = html_compare(a, "A", b, "B");
-  CHECK(count(html, "class=\"diff\"") == 1);
+  compare_text(c, "A", a.started, "B", b.started, out);
+  std::string s = out.str();
+  CHECK(s.find("✗ FLIP  healthy-flows-kept down [failover]") != std::string::npos);
+  CHECK(s.find("~ drift rate-ratio h1 [failover]") != std::string::npos);
+  CHECK(s.find("(-6.7%)") != std::string::npos);
+  CHECK(s.find("≠ kernel") != std::string::npos);
+  CHECK(s.find("≠ nic-failover/failover egress") != std::string::npos);
+  CHECK(s.find("failover/restore seconds") != std::string::npos);
+  CHECK(s.find("failover/restore throughput_gbps") == std::string::npos);  // moved less than 5%
+  CHECK(s.find("1 verdicts flipped (pass → fail), 0 fixed (fail → pass), 2 numbers drifted beyond 5%") !=
+        std::string::npos);
+  std::string html = html_compare(c, "A", a.started, "B", b.started);
+  CHECK(count(html, "<tr class=\"flip\"") == 1);
+  CHECK(count(html, "<tr class=\"drift\"") == 4);  // 2 drifts, the kernel and the egress
+  CHECK(html.find("<script") == std::string::npos);
+  // the other way round, the flip is a fix
+  auto back = compare_runs(b, a);
+  CHECK(back.flips == 0);
+  CHECK(back.fixes == 1);
+  // a scenario B could not run to its end
+  RunResult broken = a;
+  broken.scenarios[0].passed = false;
+  broken.scenarios[0].error = "bringing the topology up: File exists";
+  broken.scenarios[0].assertions.clear();
+  auto c2 = compare_runs(a, broken);
+  CHECK(c2.flips == 1);
+  CHECK(c2.unmatched == 2);  // its two assertions are in A only
 }
 
 TEST_CASE("terminal summary has a line per assertion and says where the report is", "[unit]") {

@@ -7,13 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "assertions/live_assertions.hpp"
 #include "nic_sampler.hpp"
+#include "lanes/core/cpu_load.hpp"
 #include "lanes/core/interrupt.hpp"
 #include "lanes/core/live_run.hpp"
 #include "lanes/core/log.hpp"
@@ -23,6 +26,7 @@
 #include "lanes/hostnet/hostnet.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
+#include "lanes/scenarios/steady.hpp"
 #include "lanes/scenarios/workload.hpp"
 #include "lanes/switch/convergence.hpp"
 #include "lanes/vip/deploy.hpp"
@@ -68,6 +72,7 @@ class PhaseRun final : public StepContext {
     dir_ = opt_.out_dir + "/" + ph_.name;
     std::filesystem::create_directories(dir_);
     tb::RunRegistry reg;
+    double busy = settle_cpu();
     say(fmt::format("phase {}: bringing up {}{}", ph_.name, topo_.name, describe_overrides()));
     tb::LiveRunOptions lo{"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir};
     lo.held = true;  // a run of lanes run is dead once lanes run is (until --keep leaves it up)
@@ -85,7 +90,10 @@ class PhaseRun final : public StepContext {
     fabric_.emplace(*live_);
     pr_.run_id = live_->id();
     say(fmt::format("phase {}: run {} is up (lanes status {})", ph_.name, pr_.run_id, pr_.run_id));
-    pr_.config = {{"topology", topo_.name}, {"overrides", ph_.overrides}};
+    pr_.config = job_config();
+    pr_.config["topology"] = topo_.name;
+    pr_.config["overrides"] = ph_.overrides;
+    pr_.config["cpu_busy_before"] = busy;
     t0_ = Clock::now();
     start_sampler();
     std::exception_ptr failure;
@@ -108,6 +116,27 @@ class PhaseRun final : public StepContext {
     }
     copy_logs();
     if (failure) std::rethrow_exception(failure);
+  }
+
+  // A phase measures the NICs only if the CPU has room: the kernel may
+  // still be freeing an earlier run's namespaces (a thousand take it many
+  // seconds), or something else may be running. Waits, bounded, for the
+  // machine to be quiet and says so; returns the busy share it last saw.
+  double settle_cpu() {
+    constexpr double kQuiet = 0.3;
+    auto busy = tb::wait_for_idle_cpu(kQuiet, milliseconds(300), milliseconds(0));
+    if (!busy || *busy < kQuiet) return busy.value_or(0);
+    say(fmt::format("phase {}: the machine is {:.0f}% busy before bring-up; waiting up to 60 s for it to settle",
+                    ph_.name, 100 * *busy));
+    auto start = Clock::now();
+    busy = tb::wait_for_idle_cpu(kQuiet, milliseconds(500), milliseconds(60'000));
+    double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (busy && *busy < kQuiet)
+      say(fmt::format("phase {}: settled after {:.1f} s ({:.0f}% busy)", ph_.name, waited, 100 * *busy));
+    else
+      say(fmt::format("phase {}: still {:.0f}% busy after {:.0f} s: its rates may measure the CPU, not the NICs",
+                      ph_.name, 100 * busy.value_or(0), waited));
+    return busy.value_or(0);
   }
 
   // The run stays up for the user (lanes run --keep).
@@ -201,6 +230,30 @@ class PhaseRun final : public StepContext {
   }
 
  private:
+  // What the job hosts were set up as (lanes compare puts two runs' side by
+  // side): each setting's distinct values, joined.
+  nlohmann::json job_config() const {
+    std::map<std::string, std::set<std::string>> v;
+    int hosts = 0;
+    for (const auto& n : topo_.nodes) {
+      if (!n.job) continue;
+      ++hosts;
+      v["egress"].insert(tb::to_string(n.job->egress));
+      v["vip"].insert(tb::to_string(n.job->vip));
+      v["family"].insert(tb::to_string(n.job->family));
+      v["nics"].insert(std::to_string(n.nics.size()));
+      for (const auto& nic : n.nics)
+        v["nic_rate"].insert(nic.rate_bps ? fmt::format("{:g} Mbit/s", static_cast<double>(nic.rate_bps) / 1e6) : "unshaped");
+    }
+    nlohmann::json out = {{"job_hosts", hosts}};
+    for (const auto& [k, set] : v) {
+      std::string joined;
+      for (const auto& x : set) joined += (joined.empty() ? "" : ", ") + x;
+      out[k] = joined;
+    }
+    return out;
+  }
+
   std::string describe_overrides() const {
     std::string s;
     for (const auto& [k, v] : ph_.overrides) s += fmt::format("{}{}={}", s.empty() ? " (" : ", ", k, v);
@@ -488,8 +541,8 @@ class PhaseRun final : public StepContext {
 
   // The workload's NIC figures from the host's counters: each NIC's share
   // of the bytes over the whole workload, and the wire rate over its steady
-  // part (after the first second; TCP's start and the socket buffers that
-  // fill and drain at the ends are not the line's rate).
+  // window (steady.hpp: TCP's ramp and the tail of the last flows are not
+  // the line's rate), with that rate's share of the hosts' line.
   // A rack's transfers (figures "hosts"): NIC k's share is the sum over
   // the hosts' NIC k.
   void compute_share(WorkloadResult& w) {
@@ -503,9 +556,10 @@ class PhaseRun final : public StepContext {
       if (node(h) < 0 || !N(h).job) return;
     if (hosts.empty()) return;
     std::string dir = plugin->nic_direction();
-    double from = w.end_s - w.start_s > 2.5 ? w.start_s + 1.0 : w.start_s;
-    std::vector<double> sums;
-    double wire = 0;
+    // the samples within the workload: sample i covers ((i)·dt, (i+1)·dt]
+    size_t first = static_cast<size_t>(std::max(0.0, std::floor(w.start_s / kSampleS)));
+    size_t last = static_cast<size_t>(std::max(0.0, std::ceil(w.end_s / kSampleS)));  // one past
+    std::vector<double> sums, total(last > first ? last - first : 0, 0.0);
     for (const auto& s : pr_.series) {
       auto at = s.name.find(" nic");
       if (at == std::string::npos || !hosts.count(s.name.substr(0, at)) || s.name.substr(s.name.size() - 2) != dir)
@@ -513,16 +567,26 @@ class PhaseRun final : public StepContext {
       size_t k = static_cast<size_t>(std::atoi(s.name.c_str() + at + 4));
       if (sums.size() <= k) sums.resize(k + 1, 0.0);
       sums[k] += window_mean(s, w.start_s, w.end_s + kSampleS);
-      wire += window_mean(s, from, w.end_s);
+      for (size_t i = first; i < last && i < s.values.size(); ++i) total[i - first] += s.values[i];
     }
-    double total = 0;
-    for (double x : sums) total += x;
+    double sum = 0;
+    for (double x : sums) sum += x;
     w.nic_share.clear();
-    if (total > 0)
-      for (double x : sums) w.nic_share.push_back(100.0 * x / total);
-    if (plugin->wire_rate()) {
-      w.figures["wire_gbps"] = wire;
-      w.figures["throughput_gbps"] = wire;
+    if (sum > 0)
+      for (double x : sums) w.nic_share.push_back(100.0 * x / sum);
+    if (!plugin->wire_rate()) return;
+    SteadyWindow steady = steady_window(total);
+    double line = 0;
+    for (const auto& h : hosts)
+      for (const auto& nic : N(h).nics) line += static_cast<double>(nic.rate_bps);
+    w.figures["wire_gbps"] = steady.rate;
+    w.figures["throughput_gbps"] = steady.rate;
+    w.figures["steady_from_s"] = static_cast<double>(first + steady.first) * kSampleS;
+    w.figures["steady_to_s"] = static_cast<double>(first + steady.last + 1) * kSampleS;
+    w.figures["steady_found"] = steady.found;
+    if (line > 0) {
+      w.figures["line_gbps"] = line / 1e9;
+      w.figures["line_share"] = line_share(steady.rate * 1e9, line, w.figures.value("family", "") == "ipv6");
     }
   }
 

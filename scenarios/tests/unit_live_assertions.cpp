@@ -184,6 +184,32 @@ TEST_CASE("live assertion rate-ratio: the host's NICs between two marks against 
   CHECK(a.passed);
   CHECK(a.measured.rfind("0.75", 0) == 0);
   CHECK(ctx.figures.at("rate_ratio_h1") == Approx(0.75));
+  CHECK(a.message.empty());
+}
+
+TEST_CASE("live assertion rate-ratio: a base window that does not fill the line is an invalid baseline", "[unit]") {
+  Rig r("laptop.xml");  // 4 x 500 Mbit/s
+  auto ctx = r.context();
+  ctx.marks = {{"start", 0.0}, {"down", 10.0}};
+  // 0.35 Gbit/s a NIC (73% of a counter's full line) before, NIC 2 idle after:
+  // the ratio is 0.75, within bounds, but it compares a CPU-bound rate
+  ctx.series = [] {
+    std::vector<lanes::reports::Series> out;
+    for (int nic = 0; nic < 4; ++nic) {
+      lanes::reports::Series s;
+      s.name = "h1 nic" + std::to_string(nic) + " tx";
+      s.interval_s = 1.0;
+      for (int t = 0; t < 20; ++t) s.values.push_back(nic == 2 && t >= 10 ? 0.0 : 0.35);
+      out.push_back(s);
+    }
+    return out;
+  };
+  auto st = r.step("rate-ratio", {{"host", "h1"}, {"direction", "tx"}, {"from", "down+1s"}, {"to", "down+8s"},
+                                  {"base-from", "start+1s"}, {"base-to", "start+8s"}, {"min", "0.65"}, {"max", "0.85"}});
+  auto a = RateRatio().check(st, ctx);
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "0.75 (1.050 Gbit/s against 1.400), invalid baseline");
+  CHECK(a.message.find("invalid baseline: h1 tx filled 73% of its line (1.400 of 2.000 Gbit/s)") == 0);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include "lanes/core/process.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/steady.hpp"
 #include "lanes/scenarios/scenario.hpp"
 
 using namespace lanes::scenarios;
@@ -257,6 +258,54 @@ TEST_CASE("assertions compare measured figures with their bounds", "[unit]") {
   CHECK(a.measured == "nothing");
 }
 
+TEST_CASE("a throughput ratio against a baseline that did not fill its line fails, with the cause", "[unit]") {
+  auto r = two_phases(0.48, 1.90, {25.1, 24.9, 26.0, 24.0});
+  auto ratio = assertion("throughput-ratio", {{"workload", "save"}, {"phase", "four"}, {"baseline", "one"}, {"min", "3.8"}});
+  auto& base = r.phases[0].workloads[0];
+  base.start_s = 1.0, base.end_s = 9.0;
+  base.figures["line_gbps"] = 0.5;
+  base.figures["line_share"] = 1.004;  // a full line
+  base.figures["steady_from_s"] = 1.6, base.figures["steady_to_s"] = 8.5;
+  CHECK(evaluate(ratio, r, "").passed);
+  base.figures["line_share"] = 0.80;
+  base.figures["retransmits"] = 8700;
+  auto a = evaluate(ratio, r, "");
+  CHECK_FALSE(a.passed);  // 3.96 is in bounds, but of nothing
+  CHECK(a.measured == "3.96, invalid baseline");
+  CHECK(a.message == "invalid baseline: save in one filled 80% of its line (0.480 of 0.500 Gbit/s at the steady rate; "
+                     "a baseline must fill 95%), 8700 retransmitted segments, 0.6 s of ramp and 0.5 s of tail left out");
+}
+
+TEST_CASE("the steady window leaves out the ramp and the tail, not a dip", "[unit]") {
+  // ramp 0.1 .. 0.8, plateau 1.0 with a dip to 0.5, tail 0.6 .. 0.1
+  std::vector<double> x = {0.1, 0.3, 0.8, 1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.95, 1.0, 0.6, 0.3, 0.1};
+  auto w = steady_window(x);
+  CHECK(w.found);
+  CHECK(w.plateau == Approx(1.0));
+  CHECK(w.first == 3);
+  CHECK(w.last == 10);
+  CHECK(w.rate == Approx((1.0 * 5 + 0.95 + 0.5 * 2) / 8));
+  // one spike does not make the plateau: the 90th percentile of 20 samples
+  std::vector<double> spike(20, 1.0);
+  spike[7] = 5.0;
+  w = steady_window(spike);
+  CHECK(w.plateau == Approx(1.0));
+  CHECK(w.first == 0);
+  CHECK(w.last == 19);
+  CHECK(w.rate == Approx((19 + 5.0) / 20));
+  // too short to tell a ramp from a plateau: the whole series
+  w = steady_window({0.2, 1.0, 0.4});
+  CHECK_FALSE(w.found);
+  CHECK(w.rate == Approx(1.6 / 3));
+  CHECK(steady_window({}).rate == 0);
+  CHECK_FALSE(steady_window({0, 0, 0, 0, 0, 0}).found);
+  // a full line as a counter reads it: 1.0; IPv6's headers are longer
+  CHECK(line_share(0.5e9 * 1448 / 1514, 0.5e9, false) == Approx(1.0));
+  CHECK(line_share(0.5e9 * 1428 / 1514, 0.5e9, true) == Approx(1.0));
+  CHECK(line_share(0.4e9, 0.5e9, false) == Approx(0.8 * 1514 / 1448));
+  CHECK(line_share(1, 0, false) == 0);
+}
+
 TEST_CASE("blackout and latency assertions", "[unit]") {
   lanes::reports::ScenarioResult r;
   lanes::reports::PhaseResult p;
@@ -337,6 +386,38 @@ TEST_CASE("lanes run rejects bad input with exit 2 before anything is built", "[
   CHECK(rep.status == 2);
   CHECK(rep.err.find("results.json: cannot open") != std::string::npos);
   CHECK(run_lanes({"compare", dir.string()}).status == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lanes compare exits 1 when a verdict flipped, 0 on drift alone, 2 on a bad threshold", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-compare-" + std::to_string(::getpid()));
+  auto r = two_phases(0.48, 1.90, {25, 25, 25, 25});
+  lanes::reports::ScenarioResult sc;
+  sc.name = "throughput-4x";
+  sc.phases = r.phases;
+  sc.assertions = {{"throughput-ratio save", "four", 20, true, "≥ 3.8", "3.96", ""}};
+  lanes::reports::RunResult a;
+  a.scenarios = {sc};
+  auto b = a;
+  b.scenarios[0].assertions[0].measured = "3.70";  // 6.6% lower: drift, still passing
+  auto c = a;
+  c.scenarios[0].assertions[0].passed = false;  // a flip
+  c.scenarios[0].assertions[0].measured = "3.12";
+  for (auto [name, run] : {std::pair{"a", &a}, std::pair{"b", &b}, std::pair{"c", &c}}) {
+    std::filesystem::create_directories(dir / name);
+    lanes::reports::write_results_json(*run, (dir / name / "results.json").string());
+  }
+  auto same = run_lanes({"compare", (dir / "a").string(), (dir / "b").string()});
+  CHECK(same.status == 0);
+  CHECK(same.out.find("~ drift throughput-ratio save [four]") != std::string::npos);
+  auto loose = run_lanes({"compare", (dir / "a").string(), (dir / "b").string(), "--drift", "10"});
+  CHECK(loose.out.find("0 numbers drifted beyond 10%") != std::string::npos);
+  auto flip = run_lanes({"compare", (dir / "a").string(), (dir / "c").string(), "--html", (dir / "c.html").string()});
+  CHECK(flip.status == 1);
+  CHECK(flip.out.find("✗ FLIP  throughput-ratio save [four]") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "c.html"));
+  CHECK(run_lanes({"compare", (dir / "a").string(), (dir / "b").string(), "--drift", "-1"}).status == 2);
+  CHECK(run_lanes({"compare", (dir / "a").string(), (dir / "b").string(), "--drift", "x"}).status == 2);
   std::filesystem::remove_all(dir);
 }
 

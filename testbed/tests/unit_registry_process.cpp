@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "lanes/core/cleanup.hpp"
+#include "lanes/core/cpu_load.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "support.hpp"
@@ -221,4 +222,22 @@ TEST_CASE("stop_pid ends a process by pid only while its start time matches", "[
   CHECK(d.value().running());
   CHECK(stop_pid(pid, start, std::chrono::milliseconds(2000)));
   CHECK(eventually([&] { return !d.value().running(); }));
+}
+
+TEST_CASE("the CPU's busy share from two readings of /proc/stat", "[unit]") {
+  auto a = parse_cpu_times("intr 5\ncpu  100 0 50 800 10 5 5 0 0 0\ncpu0 50 0 25 400 5 2 3 0\n");
+  REQUIRE(a);
+  CHECK(a->busy == 160);
+  CHECK(a->total == 970);
+  auto b = parse_cpu_times("cpu  160 0 70 880 10 5 25 0 0 0\n");
+  REQUIRE(b);
+  CHECK(busy_share(*a, *b) == Approx(100.0 / 180));  // 100 busy of 180 jiffies
+  CHECK(busy_share(*b, *a) == 0);                     // backwards: no time passed
+  CHECK(busy_share(*a, *a) == 0);
+  CHECK(parse_cpu_times("cpu  1 2 3 4\n")->total == 10);  // an old kernel's four fields
+  CHECK_FALSE(parse_cpu_times("cpu0 1 2 3 4\n"));
+  CHECK_FALSE(parse_cpu_times("cpu  x\n"));
+  auto now = read_cpu_times();
+  REQUIRE(now);
+  CHECK(now->total >= now->busy);
 }

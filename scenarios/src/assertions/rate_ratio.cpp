@@ -2,6 +2,7 @@
 
 #include "host_rates.hpp"
 #include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/steady.hpp"
 #include "live_assertions.hpp"
 
 namespace lanes::scenarios {
@@ -34,6 +35,20 @@ reports::Assertion RateRatio::check(const Step& st, LiveContext& ctx) const {
   a.measured = fmt::format("{:.2f} ({:.3f} Gbit/s against {:.3f})", ratio, cur, base);
   a.passed = base > 0 && within_bounds(st, ratio);
   ctx.figures["rate_ratio_" + host] = ratio;
+  // the base window must fill the host's line, or the ratio measured the
+  // machine (a counter's full line: steady.hpp)
+  double line = 0;
+  if (int n = ctx.topo.find_node(host); n >= 0)
+    for (const auto& nic : ctx.topo.nodes[static_cast<size_t>(n)].nics) line += static_cast<double>(nic.rate_bps);
+  double share = line_share(base * 1e9, line, false);
+  if (line > 0 && share < kValidBaselineShare) {
+    a.passed = false;
+    a.measured += ", invalid baseline";
+    a.message = fmt::format("invalid baseline: {} {} filled {:.0f}% of its line ({:.3f} of {:.3f} Gbit/s) from {} to {}; "
+                            "a baseline must fill {:.0f}%",
+                            host, st.str("direction", "rx"), 100 * share, base, line / 1e9, st.str("base-from"),
+                            st.str("base-to"), 100 * kValidBaselineShare);
+  }
   return a;
 }
 

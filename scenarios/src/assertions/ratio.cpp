@@ -1,6 +1,10 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "lanes/scenarios/runner.hpp"
+#include "lanes/scenarios/steady.hpp"
 #include "result_assertions.hpp"
 
 namespace lanes::scenarios {
@@ -21,6 +25,30 @@ const Attrs& Ratio::attrs() const {
   return a;
 }
 
+namespace {
+
+// Why BASE (the workload in the baseline phase) is no baseline, if it is
+// not: its steady rate filled less than kValidBaselineShare of its line.
+std::optional<std::string> invalid_baseline(const reports::WorkloadResult& base, const std::string& phase) {
+  auto share = base.figures.find("line_share");
+  if (share == base.figures.end() || !share->is_number() || share->get<double>() >= kValidBaselineShare)
+    return std::nullopt;
+  auto fig = ResultContext::figure;
+  std::string causes;
+  if (fig(base, "retransmits") > 0) causes += fmt::format(", {:.0f} retransmitted segments", fig(base, "retransmits"));
+  if (base.figures.contains("steady_to_s")) {
+    double ramp = fig(base, "steady_from_s") - base.start_s, tail = base.end_s - fig(base, "steady_to_s");
+    causes += fmt::format(", {:.1f} s of ramp and {:.1f} s of tail left out", std::max(0.0, ramp), std::max(0.0, tail));
+  }
+  if (!base.figures.value("steady_found", true)) causes += ", too short for a steady window";
+  return fmt::format("invalid baseline: {} in {} filled {:.0f}% of its line ({:.3f} of {:.3f} Gbit/s at the steady rate; "
+                     "a baseline must fill {:.0f}%){}",
+                     base.name, phase, 100 * share->get<double>(), fig(base, "throughput_gbps"), fig(base, "line_gbps"),
+                     100 * kValidBaselineShare, causes);
+}
+
+}  // namespace
+
 void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
   const Step& a = ctx.step;
   const reports::PhaseResult* base = ctx.result.phase(a.str("baseline"));
@@ -34,6 +62,13 @@ void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
     double b = fig(*bw, "throughput_gbps");
     ratio = b > 0 ? fig(*w, "throughput_gbps") / b : 0;
     out.message = fmt::format("{:.3f} Gbit/s against {:.3f} Gbit/s", fig(*w, "throughput_gbps"), b);
+    if (auto invalid = invalid_baseline(*bw, a.str("baseline"))) {
+      out.expected = bounds_text(a);
+      out.measured = fmt::format("{:.2f}, invalid baseline", ratio);
+      out.message = *invalid;
+      out.passed = false;
+      return;
+    }
   } else if (of_ == Of::busbw) {
     double b = fig(*bw, "busbw_gbps");
     ratio = b > 0 ? fig(*w, "busbw_gbps") / b : 0;

@@ -201,15 +201,20 @@ int cmd_compare([[maybe_unused]] const tb::CliContext& cli, const std::vector<st
   po::options_description desc("options");
   std::vector<std::string> dirs;
   std::string html;
+  double drift_pct = 5;
   desc.add_options()("dirs", po::value(&dirs)->required()->multitoken(), "two results directories")(
-      "html", po::value(&html), "also write the comparison as an HTML file");
+      "html", po::value(&html), "also write the comparison as an HTML file")(
+      "drift", po::value(&drift_pct)->default_value(5), "a number that moved by more than PCT percent is drift");
   po::positional_options_description pos;
   pos.add("dirs", 2);
   po::variables_map vm;
-  if (!tb::parse_command_line(args, "compare", "A B [--html FILE]",
-                              "put two runs side by side, differences highlighted", desc, pos, vm, out))
+  if (!tb::parse_command_line(args, "compare", "A B [--html FILE] [--drift PCT]",
+                              "put two runs side by side: verdicts that flipped (pass → fail, exit 1), numbers that "
+                              "drifted, and the two configurations",
+                              desc, pos, vm, out))
     return tb::kExitOk;
   if (dirs.size() != 2) throw tb::UsageError("give two results directories");
+  if (!(drift_pct >= 0 && drift_pct <= 1000)) throw tb::UsageError("--drift is a percentage from 0 to 1000");
   reports::RunResult a, b;
   try {
     a = reports::read_results_json(dirs[0] + "/results.json");
@@ -217,14 +222,15 @@ int cmd_compare([[maybe_unused]] const tb::CliContext& cli, const std::vector<st
   } catch (const std::runtime_error& e) {
     throw tb::InputError({e.what()});
   }
-  reports::compare_text(a, dirs[0], b, dirs[1], out);
+  auto c = reports::compare_runs(a, b, {drift_pct / 100});
+  reports::compare_text(c, dirs[0], a.started, dirs[1], b.started, out);
   if (!html.empty()) {
     std::ofstream o(html, std::ios::trunc);
-    o << reports::html_compare(a, dirs[0], b, dirs[1]);
+    o << reports::html_compare(c, dirs[0], a.started, dirs[1], b.started);
     if (!o) throw std::runtime_error("writing " + html + " failed");
     out << "comparison written to " << html << "\n";
   }
-  return tb::kExitOk;
+  return c.flips ? tb::kExitFailure : tb::kExitOk;
 }
 
 // lanes validate of a scenario or suite: loaded as lanes run loads it, nothing built
@@ -252,7 +258,7 @@ void register_commands() {
   tb::register_command("scenarios", "[--json]", "list the shipped scenarios", cmd_scenarios);
   tb::register_command("report", "DIR", "re-render a run's HTML report and JUnit XML from its results.json",
                        cmd_report);
-  tb::register_command("compare", "A B [--html FILE]", "put two runs' results side by side", cmd_compare);
+  tb::register_command("compare", "A B [--html FILE] [--drift PCT]", "two runs side by side: flipped verdicts, drifted numbers, configurations", cmd_compare);
 }
 
 }  // namespace lanes::scenarios

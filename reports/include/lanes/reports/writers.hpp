@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <string>
 
+#include "lanes/reports/compare.hpp"
 #include "lanes/reports/result.hpp"
 
 namespace lanes::reports {
@@ -20,13 +21,15 @@ std::string junit_xml(const RunResult& r);
 // per path, the topology drawing. Works offline.
 std::string html_report(const RunResult& r);
 
-// Two runs side by side, differences highlighted.
-std::string html_compare(const RunResult& a, const std::string& a_name, const RunResult& b, const std::string& b_name);
+// Two runs side by side (compare.hpp): the configurations, every verdict,
+// the workload figures; a flipped verdict in red, drift in yellow.
+std::string html_compare(const Comparison& c, const std::string& a_name, const std::string& a_started,
+                         const std::string& b_name, const std::string& b_started);
 
-// The comparison for the terminal: figures and verdicts of A and B per
-// scenario and assertion, differences marked.
-void compare_text(const RunResult& a, const std::string& a_name, const RunResult& b, const std::string& b_name,
-                  std::ostream& out);
+// The comparison for the terminal: the settings that differ, every
+// assertion of A and B marked flip / fixed / drift, the figures that moved.
+void compare_text(const Comparison& c, const std::string& a_name, const std::string& a_started,
+                  const std::string& b_name, const std::string& b_started, std::ostream& out);
 
 // A line per assertion, the key figures, where the report is.
 void terminal_summary(const RunResult& r, const std::string& out_dir, std::ostream& out);
