@@ -163,21 +163,27 @@ TEST_CASE("live assertion healthy-flows-kept: reads what the fault recorded", "[
   CHECK(HealthyFlowsKept().check(st, ctx).message == "the group did not drop the failed NIC");
 }
 
+namespace {
+// h1's four NICs in direction DIR, 1 s samples: GBPS on each for 20 s, NIC 2
+// at 0 from 10 s on
+std::vector<lanes::reports::Series> nic2_down_series(const std::string& dir, double gbps) {
+  std::vector<lanes::reports::Series> out;
+  for (int nic = 0; nic < 4; ++nic) {
+    lanes::reports::Series s;
+    s.name = "h1 nic" + std::to_string(nic) + " " + dir;
+    s.interval_s = 1.0;
+    for (int t = 0; t < 20; ++t) s.values.push_back(nic == 2 && t >= 10 ? 0.0 : gbps);
+    out.push_back(s);
+  }
+  return out;
+}
+}  // namespace
+
 TEST_CASE("live assertion rate-ratio: the host's NICs between two marks against a baseline", "[unit]") {
   Rig r("laptop.xml");
   auto ctx = r.context();
   ctx.marks = {{"start", 0.0}, {"down", 10.0}};
-  ctx.series = [] {
-    std::vector<lanes::reports::Series> out;
-    for (int nic = 0; nic < 4; ++nic) {
-      lanes::reports::Series s;
-      s.name = "h1 nic" + std::to_string(nic) + " rx";
-      s.interval_s = 1.0;
-      for (int t = 0; t < 20; ++t) s.values.push_back(nic == 2 && t >= 10 ? 0.0 : 0.5);  // NIC 2 down at 10 s
-      out.push_back(s);
-    }
-    return out;
-  };
+  ctx.series = [] { return nic2_down_series("rx", 0.5); };
   auto st = r.step("rate-ratio", {{"host", "h1"}, {"from", "down+1s"}, {"to", "down+8s"}, {"base-from", "start+1s"},
                                   {"base-to", "start+8s"}, {"min", "0.65"}, {"max", "0.85"}});
   auto a = RateRatio().check(st, ctx);
@@ -193,17 +199,7 @@ TEST_CASE("live assertion rate-ratio: a base window that does not fill the line 
   ctx.marks = {{"start", 0.0}, {"down", 10.0}};
   // 0.35 Gbit/s a NIC (73% of a counter's full line) before, NIC 2 idle after:
   // the ratio is 0.75, within bounds, but it compares a CPU-bound rate
-  ctx.series = [] {
-    std::vector<lanes::reports::Series> out;
-    for (int nic = 0; nic < 4; ++nic) {
-      lanes::reports::Series s;
-      s.name = "h1 nic" + std::to_string(nic) + " tx";
-      s.interval_s = 1.0;
-      for (int t = 0; t < 20; ++t) s.values.push_back(nic == 2 && t >= 10 ? 0.0 : 0.35);
-      out.push_back(s);
-    }
-    return out;
-  };
+  ctx.series = [] { return nic2_down_series("tx", 0.35); };
   auto st = r.step("rate-ratio", {{"host", "h1"}, {"direction", "tx"}, {"from", "down+1s"}, {"to", "down+8s"},
                                   {"base-from", "start+1s"}, {"base-to", "start+8s"}, {"min", "0.65"}, {"max", "0.85"}});
   auto a = RateRatio().check(st, ctx);
