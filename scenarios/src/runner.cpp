@@ -579,7 +579,7 @@ class PhaseRun final : public StepContext {
     SteadyWindow steady = steady_window(total);
     double line = 0;
     for (const auto& h : hosts)
-      for (const auto& nic : N(h).nics) line += static_cast<double>(nic.rate_bps);
+      line += host_line_bps(N(h));
     w.figures["wire_gbps"] = steady.rate;
     w.figures["throughput_gbps"] = steady.rate;
     w.figures["steady_from_s"] = static_cast<double>(first + steady.first) * kSampleS;

@@ -29,6 +29,12 @@ SteadyWindow steady_window(const std::vector<double>& samples) {
   return w;
 }
 
+double host_line_bps(const testbed::Node& host) {
+  double sum = 0;
+  for (const auto& nic : host.nics) sum += static_cast<double>(nic.rate_bps);
+  return sum;
+}
+
 double line_share(double counter_bps, double line_bps, bool ipv6) {
   if (line_bps <= 0) return 0;
   double payload = (ipv6 ? 1428.0 : 1448.0) / 1514.0;

@@ -38,8 +38,7 @@ reports::Assertion RateRatio::check(const Step& st, LiveContext& ctx) const {
   // the base window must fill the host's line, or the ratio measured the
   // machine (a counter's full line: steady.hpp)
   double line = 0;
-  if (int n = ctx.topo.find_node(host); n >= 0)
-    for (const auto& nic : ctx.topo.nodes[static_cast<size_t>(n)].nics) line += static_cast<double>(nic.rate_bps);
+  if (int n = ctx.topo.find_node(host); n >= 0) line = host_line_bps(ctx.topo.nodes[static_cast<size_t>(n)]);
   double share = line_share(base * 1e9, line, false);
   if (line > 0 && share < kValidBaselineShare) {
     a.passed = false;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "lanes/scenarios/collective.hpp"
+#include "lanes/scenarios/steady.hpp"
 #include "workloads.hpp"
 
 namespace lanes::scenarios {
@@ -172,9 +173,7 @@ json Collective::figures(const WorkloadRun& w, double, StepContext& ctx) const {
   double line = std::numeric_limits<double>::max();
   for (const auto& h : w.hosts) {
     const auto& node = topo.nodes.at(static_cast<size_t>(topo.find_node(h)));
-    double sum = 0;
-    for (const auto& nic : node.nics) sum += static_cast<double>(nic.rate_bps);
-    line = std::min(line, sum);
+    line = std::min(line, host_line_bps(node));
   }
   if (w.hosts.empty() || line == std::numeric_limits<double>::max()) line = 0;
   return collective_figures(ranks, w.hosts, w.step.str("op", "allreduce"), line);

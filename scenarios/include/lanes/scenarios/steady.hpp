@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "lanes/core/model.hpp"
+
 namespace lanes::scenarios {
 
 inline constexpr double kSteadyReach = 0.9;
@@ -33,6 +35,9 @@ SteadyWindow steady_window(const std::vector<double>& samples);
 // headers once, the line every frame's, so a full line's counter reads its
 // payload share: 1448 of 1514 bytes a frame over IPv4, 1428 over IPv6.
 double line_share(double counter_bps, double line_bps, bool ipv6);
+
+// The line rate of a host's NICs together (0 where they are unshaped).
+double host_line_bps(const testbed::Node& host);
 
 // A baseline below this share of its line is not a baseline: it measured
 // the machine (CPU, retransmits, a tail), not the NICs.
