@@ -46,18 +46,56 @@ th{background:#f0f2f5;font-weight:600}
 .badge.pass{background:#dff3ea}.badge.fail{background:#fde2e2}
 .charts{display:flex;flex-wrap:wrap;gap:14px}.chart{border:1px solid #eceff3;border-radius:6px;padding:6px}
 .chart .title{font-size:12px;color:#5b6472;margin:0 0 2px 4px}
+.chart.wide{flex:1 1 100%}.chart.wide>svg{width:100%;height:auto;display:block}
+.multiples{display:grid;grid-template-columns:repeat(4,1fr);gap:6px}.multiples svg{width:100%;height:auto;display:block}
 .muted{color:#6b7482}tr.drift{background:#fff4c2}tr.flip{background:#fde2e2}tr.fixed{background:#dff3ea}
 .badge.drift{background:#fff4c2}
 pre{background:#f0f2f5;padding:8px;overflow:auto;font-size:12px;max-height:240px}
 svg text{font-family:system-ui,sans-serif}
 )";
 
+// How wide TEXT is drawn at font size SIZE, at most (system-ui's widest
+// common glyphs are about 0.62 em; a label is sized by this so it is never
+// cut off).
+double text_width(const std::string& text, double size) {
+  size_t glyphs = 0;
+  for (unsigned char c : text) glyphs += (c & 0xC0) != 0x80;  // UTF-8: count characters, not bytes
+  return 0.62 * size * static_cast<double>(glyphs);
+}
+
+// A legend of LABELS (swatch colours COLORS) from x = LEFT to RIGHT,
+// wrapped onto as many rows as it needs from y = TOP; returns its height.
+double legend(std::ostringstream& o, const std::vector<std::string>& labels, const std::vector<std::string>& colors,
+              double left, double right, double top) {
+  double x = left, y = top;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    double w = 18 + text_width(labels[i], 10);
+    if (x > left && x + w > right) x = left, y += 13;
+    o << fmt::format(R"(<rect x="{:.0f}" y="{:.0f}" width="10" height="4" fill="{}"/><text x="{:.0f}" y="{:.0f}" font-size="10" fill="#1d2330">{}</text>)",
+                     x, y - 4, colors[i], x + 13, y, esc(labels[i]));
+    x += w + 6;
+  }
+  return labels.empty() ? 0 : y - top + 13;
+}
+
+// A round step for an axis up to VMAX, about four steps.
+double axis_step(double vmax) {
+  double step = std::pow(10, std::floor(std::log10(vmax / 4)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (vmax / (step * m) <= 5) return step * m;
+  return step * 10;
+}
+
 // A line chart of SERIES (one colour each) over time, with MARKERS as
 // dashed vertical lines and SPANS shaded.
 std::string line_chart(const std::vector<const Series*>& series, const std::vector<std::string>& labels,
                        const std::vector<Marker>& markers, const std::vector<std::pair<double, double>>& spans,
                        const std::string& unit) {
-  const int W = 560, H = 230, L = 48, R = 12, T = 12, B = 40;
+  const int W = 560, L = 48, R = 12, T = 12, B = 40;
+  // the legend wraps: the chart grows by its extra rows
+  double legend_w = 0;
+  for (const auto& l : labels) legend_w += 24 + text_width(l, 10);
+  const int H = 230 + 13 * static_cast<int>(legend_w / (W - L - R));
   double tmax = 0, vmax = 0;
   for (const auto* s : series) {
     tmax = std::max(tmax, static_cast<double>(s->values.size()) * s->interval_s);
@@ -66,33 +104,28 @@ std::string line_chart(const std::vector<const Series*>& series, const std::vect
   for (const auto& m : markers) tmax = std::max(tmax, m.t_s);
   if (tmax <= 0) tmax = 1;
   vmax = vmax <= 0 ? 1 : vmax * 1.1;
-  // a round step for the y axis
-  double step = std::pow(10, std::floor(std::log10(vmax / 4)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (vmax / (step * m) <= 5) {
-      step *= m;
-      break;
-    }
+  double step = axis_step(vmax);
+  const int plot_b = 230 - B;  // the plot's bottom: the legend's rows go below the axis
   auto X = [&](double t) { return L + (W - L - R) * t / tmax; };
-  auto Y = [&](double v) { return T + (H - T - B) * (1 - v / vmax); };
+  auto Y = [&](double v) { return T + (plot_b - T) * (1 - v / vmax); };
   std::ostringstream o;
   o << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)",
                    W, H, W, H);
   for (const auto& [a, b] : spans)
     o << fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="#eef3fb"/>)", X(a), T,
-                     std::max(1.0, X(b) - X(a)), H - T - B);
+                     std::max(1.0, X(b) - X(a)), plot_b - T);
   for (double v = 0; v <= vmax + 1e-9; v += step)
     o << fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="#e3e6eb"/><text x="{}" y="{:.1f}" font-size="10" text-anchor="end" fill="#5b6472">{:g}</text>)",
                      L, W - R, Y(v), Y(v), L - 4, Y(v) + 3, std::round(v * 1000) / 1000);
   double tstep = tmax > 60 ? 10 : tmax > 20 ? 5 : tmax > 8 ? 2 : 1;
   for (double t = 0; t <= tmax + 1e-9; t += tstep)
     o << fmt::format(R"(<text x="{:.1f}" y="{}" font-size="10" text-anchor="middle" fill="#5b6472">{:g}</text>)", X(t),
-                     H - B + 13, t);
+                     plot_b + 13, t);
   o << fmt::format(R"(<text x="{}" y="{}" font-size="10" text-anchor="middle" fill="#5b6472">seconds</text>)",
-                   L + (W - L - R) / 2, H - B + 25);
+                   L + (W - L - R) / 2, plot_b + 25);
   o << fmt::format(R"~(<text x="10" y="{}" font-size="10" fill="#5b6472" transform="rotate(-90 10 {})" text-anchor="middle">{}</text>)~",
-                   T + (H - T - B) / 2, T + (H - T - B) / 2, esc(unit));
-  o << fmt::format(R"(<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#9aa3b0"/>)", L, W - R, H - B, H - B);
+                   T + (plot_b - T) / 2, T + (plot_b - T) / 2, esc(unit));
+  o << fmt::format(R"(<line x1="{}" x2="{}" y1="{}" y2="{}" stroke="#9aa3b0"/>)", L, W - R, plot_b, plot_b);
   for (size_t i = 0; i < series.size(); ++i) {
     const auto* s = series[i];
     std::string pts;
@@ -104,15 +137,11 @@ std::string line_chart(const std::vector<const Series*>& series, const std::vect
   for (const auto& m : markers) {
     if (m.kind != "fault") continue;
     o << fmt::format(R"(<line class="marker" x1="{:.1f}" x2="{:.1f}" y1="{}" y2="{}" stroke="#c62828" stroke-dasharray="4 3"/><text x="{:.1f}" y="{}" font-size="10" fill="#c62828">{}</text>)",
-                     X(m.t_s), X(m.t_s), T, H - B, X(m.t_s) + 3, T + 10, esc(m.label));
+                     X(m.t_s), X(m.t_s), T, plot_b, X(m.t_s) + 3, T + 10, esc(m.label));
   }
-  // legend
-  double lx = L;
-  for (size_t i = 0; i < labels.size(); ++i) {
-    o << fmt::format(R"(<rect x="{:.0f}" y="{}" width="10" height="3" fill="{}"/><text x="{:.0f}" y="{}" font-size="10" fill="#1d2330">{}</text>)",
-                     lx, H - 8, kPalette[i % 10], lx + 13, H - 4, esc(labels[i]));
-    lx += 18 + 6.2 * static_cast<double>(labels[i].size());
-  }
+  std::vector<std::string> colors;
+  for (size_t i = 0; i < labels.size(); ++i) colors.push_back(kPalette[i % 10]);
+  legend(o, labels, colors, L, W - R, plot_b + 36);
   o << "</svg>";
   return o.str();
 }
@@ -120,11 +149,19 @@ std::string line_chart(const std::vector<const Series*>& series, const std::vect
 // Horizontal bars: label, value, optional second value (for comparisons).
 std::string bar_chart(const std::vector<std::pair<std::string, double>>& bars, const std::string& unit,
                       const std::string& color = "#1f77b4") {
-  const int W = 560, rowh = 22, L = 170, R = 70;
-  int H = static_cast<int>(bars.size()) * rowh + 10;
-  double vmax = 0;
-  for (const auto& b : bars) vmax = std::max(vmax, b.second);
+  // the label column and the room for the values are as wide as their
+  // longest text, so no label is cut off
+  const int rowh = 22;
+  double vmax = 0, label_w = 0, value_w = 0;
+  for (const auto& b : bars) {
+    vmax = std::max(vmax, b.second);
+    label_w = std::max(label_w, text_width(b.first, 11));
+    value_w = std::max(value_w, text_width(fmt::format("{:.3g} {}", b.second, unit), 11));
+  }
   if (vmax <= 0) vmax = 1;
+  const int L = static_cast<int>(std::ceil(label_w)) + 12, R = static_cast<int>(std::ceil(value_w)) + 12;
+  const int W = std::max(560, L + 220 + R);
+  int H = static_cast<int>(bars.size()) * rowh + 10;
   std::ostringstream o;
   o << fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" role="img">)",
                    W, H, W, H);
@@ -136,6 +173,136 @@ std::string bar_chart(const std::vector<std::pair<std::string, double>>& bars, c
                      bars[i].second, esc(unit));
   }
   o << "</svg>";
+  return o.str();
+}
+
+// A stretch of a chart with a name: a workload's run, an assertion's window.
+struct Span {
+  double from = 0, to = 0;
+  std::string label;
+};
+
+const char* kWindowColors[] = {"#6a3d9a", "#b15928", "#1b7837", "#2166ac", "#8c510a", "#762a83"};
+
+// One host's NICs over a phase, stacked: each NIC's band in its colour and
+// the host's total as the top edge, so both read off one picture; as wide
+// as the page. The assertions' WINDOWS are outlined, each named in a row
+// of labels above the plot (rows added until no two labels overlap); fault
+// MARKERS are dashed red lines; the workloads' SPANS are shaded behind.
+// Past four NICs each NIC also gets a small chart of its own.
+std::string stacked_chart(const std::vector<const Series*>& nics, const std::vector<std::string>& labels,
+                          const std::vector<Marker>& markers, const std::vector<Span>& spans,
+                          const std::vector<Span>& windows, const std::string& unit) {
+  const double W = 1100, L = 52, R = 14, plot_h = 200;
+  size_t n = 0;
+  double dt = 0.1, tmax = 0;
+  for (const auto* s : nics) {
+    n = std::max(n, s->values.size());
+    dt = s->interval_s > 0 ? s->interval_s : dt;
+  }
+  std::vector<std::vector<double>> cum(nics.size() + 1, std::vector<double>(n, 0.0));
+  for (size_t i = 0; i < nics.size(); ++i)
+    for (size_t k = 0; k < n; ++k) cum[i + 1][k] = cum[i][k] + (k < nics[i]->values.size() ? nics[i]->values[k] : 0);
+  double vmax = 0;
+  for (double v : cum.back()) vmax = std::max(vmax, v);
+  vmax = vmax <= 0 ? 1 : vmax * 1.1;
+  tmax = static_cast<double>(n) * dt;
+  for (const auto& m : markers) tmax = std::max(tmax, m.t_s);
+  for (const auto& w : windows) tmax = std::max(tmax, w.to);
+  if (tmax <= 0) tmax = 1;
+  auto X = [&](double t) { return L + (W - L - R) * std::clamp(t, 0.0, tmax) / tmax; };
+  // the windows' labels: each in the first row where it overlaps no other
+  // and the workloads' names in the same rows
+  std::vector<Span> named = windows;
+  for (const auto& sp : spans) named.push_back(sp);
+  std::vector<double> row_end;
+  std::vector<size_t> row_of;
+  for (const auto& w : named) {
+    double x0 = X(w.from) + 2, x1 = x0 + text_width(w.label, 10);
+    size_t r = 0;
+    while (r < row_end.size() && row_end[r] > x0) ++r;
+    if (r == row_end.size()) row_end.push_back(0);
+    row_end[r] = x1 + 6;
+    row_of.push_back(r);
+  }
+  const double T = 10 + 13 * static_cast<double>(row_end.size()), plot_b = T + plot_h;
+  auto Y = [&](double v) { return T + plot_h * (1 - v / vmax); };
+  std::vector<std::string> legend_labels = labels, colors;
+  for (size_t i = 0; i < labels.size(); ++i) colors.push_back(kPalette[i % 10]);
+  legend_labels.push_back("total");
+  colors.push_back("#1d2330");
+  double legend_w = 0;
+  for (const auto& l : legend_labels) legend_w += 24 + text_width(l, 10);
+  const double H = plot_b + 34 + 13 * std::floor(legend_w / (W - L - R)) + 8;
+  std::ostringstream o;
+  o << fmt::format(R"(<svg class="stacked" xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" role="img">)",
+                   W, H, W, H);
+  for (const auto& sp : spans) {
+    o << fmt::format(R"(<rect class="span" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="#eef3fb"/>)", X(sp.from), T,
+                     std::max(1.0, X(sp.to) - X(sp.from)), plot_h);
+  }
+  for (size_t i = windows.size(); i < named.size(); ++i)
+    o << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" fill="#7a8494">{}</text>)", X(named[i].from) + 2,
+                     19 + 13 * static_cast<double>(row_of[i]), esc(named[i].label));
+  double step = axis_step(vmax);
+  for (double v = 0; v <= vmax + 1e-9; v += step)
+    o << fmt::format(R"(<line x1="{:.0f}" x2="{:.0f}" y1="{:.1f}" y2="{:.1f}" stroke="#e3e6eb"/><text x="{:.0f}" y="{:.1f}" font-size="10" text-anchor="end" fill="#5b6472">{:g}</text>)",
+                     L, W - R, Y(v), Y(v), L - 4, Y(v) + 3, std::round(v * 1000) / 1000);
+  // the bands, bottom up: NIC i between the sum of those below it and that plus its own
+  for (size_t i = 0; i < nics.size(); ++i) {
+    std::string pts = fmt::format("{:.1f},{:.1f} ", X(0), Y(cum[i].empty() ? 0 : cum[i][0]));
+    for (size_t k = 0; k < n; ++k) pts += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(k + 1) * dt), Y(cum[i + 1][k]));
+    for (size_t k = n; k-- > 0;) pts += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(k + 1) * dt), Y(cum[i][k]));
+    o << fmt::format(R"(<polygon class="area" fill="{}" fill-opacity="0.85" stroke="{}" stroke-width="0.6" points="{}"><title>{}</title></polygon>)",
+                     kPalette[i % 10], kPalette[i % 10], pts, esc(labels[i]));
+  }
+  std::string top;
+  for (size_t k = 0; k < n; ++k) top += fmt::format("{:.1f},{:.1f} ", X(static_cast<double>(k + 1) * dt), Y(cum.back()[k]));
+  o << fmt::format(R"(<polyline class="total" fill="none" stroke="#1d2330" stroke-width="1.2" points="{}"/>)", top);
+  for (size_t i = 0; i < windows.size(); ++i) {
+    const auto& w = windows[i];
+    const char* c = kWindowColors[i % 6];
+    double y = 10 + 13 * static_cast<double>(row_of[i]) + 9;
+    o << fmt::format(R"(<rect class="window" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}" fill-opacity="0.08" stroke="{}" stroke-dasharray="5 2"/>)",
+                     X(w.from), T, std::max(1.0, X(w.to) - X(w.from)), plot_h, c, c);
+    o << fmt::format(R"(<line x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="{}"/><text class="window-label" x="{:.1f}" y="{:.1f}" font-size="10" fill="{}">{}</text>)",
+                     X(w.from), X(w.from), y - 9, T, c, X(w.from) + 2, y, c, esc(w.label));
+  }
+  for (const auto& m : markers) {
+    if (m.kind != "fault") continue;
+    o << fmt::format(R"(<line class="marker" x1="{:.1f}" x2="{:.1f}" y1="{:.1f}" y2="{:.1f}" stroke="#c62828" stroke-width="1.4" stroke-dasharray="4 3"/><text x="{:.1f}" y="{:.1f}" font-size="10" fill="#c62828">{}</text>)",
+                     X(m.t_s), X(m.t_s), T, plot_b, X(m.t_s) + 3, T + 11, esc(m.label));
+  }
+  o << fmt::format(R"(<line x1="{:.0f}" x2="{:.0f}" y1="{:.1f}" y2="{:.1f}" stroke="#9aa3b0"/>)", L, W - R, plot_b, plot_b);
+  double tstep = tmax > 120 ? 20 : tmax > 60 ? 10 : tmax > 20 ? 5 : tmax > 8 ? 2 : 1;
+  for (double t = 0; t <= tmax + 1e-9; t += tstep)
+    o << fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle" fill="#5b6472">{:g}</text>)", X(t),
+                     plot_b + 13, t);
+  o << fmt::format(R"(<text x="{:.0f}" y="{:.1f}" font-size="10" text-anchor="middle" fill="#5b6472">seconds</text>)",
+                   L + (W - L - R) / 2, plot_b + 25);
+  o << fmt::format(R"~(<text x="10" y="{:.1f}" font-size="10" fill="#5b6472" transform="rotate(-90 10 {:.1f})" text-anchor="middle">{}</text>)~",
+                   T + plot_h / 2, T + plot_h / 2, esc(unit));
+  legend(o, legend_labels, colors, L, W - R, plot_b + 38);
+  o << "</svg>";
+  if (nics.size() <= 4) return o.str();
+  // small multiples: one NIC each, on the same scale
+  double each_max = 0;
+  for (const auto* s : nics)
+    for (double v : s->values) each_max = std::max(each_max, v);
+  each_max = each_max <= 0 ? 1 : each_max * 1.1;
+  o << "<div class=\"multiples\">";
+  for (size_t i = 0; i < nics.size(); ++i) {
+    const double w = 270, h = 110, l = 30, t = 16, b = 96;
+    auto x = [&](double s) { return l + (w - l - 6) * std::clamp(s, 0.0, tmax) / tmax; };
+    auto y = [&](double v) { return t + (b - t) * (1 - v / each_max); };
+    std::string pts;
+    for (size_t k = 0; k < nics[i]->values.size(); ++k)
+      pts += fmt::format("{:.1f},{:.1f} ", x(static_cast<double>(k + 1) * dt), y(nics[i]->values[k]));
+    o << fmt::format(R"(<svg class="multiple" xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" viewBox="0 0 {:.0f} {:.0f}" role="img"><text x="{:.0f}" y="11" font-size="10" fill="#1d2330">{}</text><text x="{:.0f}" y="{:.1f}" font-size="9" text-anchor="end" fill="#5b6472">{:.2g}</text><line x1="{:.0f}" x2="{:.0f}" y1="{:.0f}" y2="{:.0f}" stroke="#9aa3b0"/><polyline class="series" fill="none" stroke="{}" stroke-width="1.4" points="{}"/></svg>)",
+                     w, h, w, h, l, esc(labels[i]), l - 3, y(each_max / 1.1) + 3, each_max / 1.1, l, w - 6, b, b,
+                     kPalette[i % 10], pts);
+  }
+  o << "</div>";
   return o.str();
 }
 
@@ -244,8 +411,8 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
   for (const auto& p : s.phases) {
     std::map<std::string, std::vector<const Series*>> by_host;  // "h1" -> its NICs' rx+tx
     for (const auto& se : p.series) by_host[se.name.substr(0, se.name.find(' '))].push_back(&se);
-    std::vector<std::pair<double, double>> spans;
-    for (const auto& w : p.workloads) spans.push_back({w.start_s, w.end_s});
+    std::vector<Span> spans;
+    for (const auto& w : p.workloads) spans.push_back({w.start_s, w.end_s, w.name});
     for (const auto& [host, ss] : by_host) {
       // rx + tx per NIC, and only hosts that carried traffic
       std::map<std::string, Series> sum;
@@ -262,9 +429,15 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
       std::vector<const Series*> v;
       std::vector<std::string> labels;
       for (const auto& [n, x] : sum) v.push_back(&x), labels.push_back(n.substr(n.find(' ') + 1));
-      o << fmt::format(R"(<div class="chart"><p class="title">phase {} · {} · Gbit/s per NIC (rx+tx); shaded: workloads, red: faults</p>)",
+      // the stretches this phase's assertions read of this host
+      std::vector<Span> windows;
+      for (const auto& a : s.assertions)
+        if (a.phase == p.name)
+          for (const auto& w : a.windows)
+            if (w.host == host) windows.push_back({w.from_s, w.to_s, a.name + " · " + w.label});
+      o << fmt::format(R"(<div class="chart wide"><p class="title">phase {} · {} · Gbit/s per NIC (rx+tx), stacked: the top edge is the host's total; shaded: workloads, outlined: what assertions read, red: faults</p>)",
                        esc(p.name), esc(host))
-        << line_chart(v, labels, p.markers, spans, "Gbit/s") << "</div>";
+        << stacked_chart(v, labels, p.markers, spans, windows, "Gbit/s") << "</div>";
     }
   }
   o << "</div>";
@@ -303,6 +476,27 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
       o << fmt::format("<h3>Blackout per path — {} ({})</h3>", esc(w.name), esc(p.name)) << "<div class=\"chart\">"
         << bar_chart(bars, "ms", "#d62728") << "</div>";
     }
+  // an open-loop workload's latency over the run: each phase's p99 per
+  // second of issue on one chart (read-latency: growing on one NIC, flat on four)
+  std::map<std::string, std::vector<Series>> latency;
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads) {
+      auto it = w.figures.find("p99_per_s_ms");
+      if (it == w.figures.end() || !it->is_array() || it->empty()) continue;
+      Series x;
+      x.name = p.name;
+      x.interval_s = 1.0;
+      for (const auto& v : *it) x.values.push_back(v.is_number() ? v.get<double>() : 0.0);
+      latency[w.name].push_back(std::move(x));
+    }
+  for (const auto& [name, series] : latency) {
+    std::vector<const Series*> v;
+    std::vector<std::string> labels;
+    for (const auto& x : series) v.push_back(&x), labels.push_back(x.name);
+    o << fmt::format("<h3>Latency over the run — {}</h3>", esc(name))
+      << "<div class=\"chart\"><p class=\"title\">p99 of the requests issued in each second, by phase</p>"
+      << line_chart(v, labels, {}, {}, "p99 ms") << "</div>";
+  }
   o << "<h3>Topology: " << esc(s.topology.name) << "</h3><div class=\"chart\">" << topology_svg(s.topology) << "</div>";
   if (!s.log_tail.empty()) o << "<h3>Log</h3><pre>" << esc(s.log_tail) << "</pre>";
   o << "</section>";

@@ -17,10 +17,14 @@ void terminal_summary(const RunResult& r, const std::string& dir, std::ostream& 
     for (const auto& a : s.assertions) failed += !a.passed;
     out << fmt::format("{} {}  ({} of {} assertions, {:.1f} s)\n", s.passed ? "PASS" : "FAIL", s.name,
                        s.assertions.size() - static_cast<size_t>(failed), s.assertions.size(), s.duration_s);
-    for (const auto& a : s.assertions)
-      out << fmt::format("  {} {}{}: {} (expected {}){}\n", a.passed ? "✓" : "✗", a.name,
-                         a.phase.empty() ? "" : " [" + a.phase + "]", a.measured, a.expected,
-                         a.message.empty() || a.passed ? "" : " — " + a.message);
+    // the failed ones last, next to the verdict: a log cut to its head and
+    // tail (CI's) still shows what failed
+    for (bool passed : {true, false})
+      for (const auto& a : s.assertions)
+        if (a.passed == passed)
+          out << fmt::format("  {} {}{}: {} (expected {}){}\n", a.passed ? "✓" : "✗", a.name,
+                             a.phase.empty() ? "" : " [" + a.phase + "]", a.measured, a.expected,
+                             a.message.empty() || a.passed ? "" : " — " + a.message);
     if (!s.error.empty()) out << "  ✗ could not run: " << s.error << "\n";
   }
   out << fmt::format("\n{}: {} scenarios, {} of {} assertions passed in {:.1f} s\n",

@@ -150,7 +150,8 @@ TEST_CASE("HTML report holds every assertion and chart and needs nothing from th
     for (const auto& a : s.assertions) CHECK(html.find(a.name) != std::string::npos);
   CHECK(count(html, "class=\"assertion\"") == 3);
   CHECK(html.find("a NIC fails &lt;during&gt; a restore &amp; more") != std::string::npos);  // escaped
-  CHECK(count(html, "<polyline class=\"series\"") == 2);  // h1's two NICs
+  CHECK(count(html, "<polygon class=\"area\"") == 2);    // h1's two NICs, stacked
+  CHECK(count(html, "<polyline class=\"total\"") == 1);  // and its total
   CHECK(count(html, "class=\"marker\"") == 2);            // the two faults
   CHECK(count(html, "<rect class=\"bar\"") == 2);         // blackout per path
   CHECK(count(html, "<rect class=\"node\"") == 3);        // the topology
@@ -160,6 +161,60 @@ TEST_CASE("HTML report holds every assertion and chart and needs nothing from th
   CHECK(std::regex_search(html, std::regex("href=\"https?:")) == false);
   CHECK(html.find("could not run") == std::string::npos);
   CHECK(html.find("phase four-nics: bringing the topology up") != std::string::npos);
+}
+
+TEST_CASE("HTML report: what assertions read is outlined and named, labels fit, many NICs get small multiples",
+          "[unit]") {
+  auto r = sample();
+  auto& sc = r.scenarios[0];
+  sc.assertions[1].windows = {{"h1", 1.0, 3.0, "base"}, {"h1", 4.0, 9.0, "measured"}, {"h2", 1.0, 2.0, "base"}};
+  // a path whose name is long: its bar's label must fit left of the bar
+  std::string long_name(60, 'p');
+  sc.phases[0].workloads[1].figures["paths"].push_back({{"path", long_name}, {"longest_gap_ms", 10.0}});
+  std::string html = html_report(r);
+  CHECK(count(html, "<rect class=\"window\"") == 2);  // h1's two; h2 drew no chart
+  CHECK(html.find(">rate-ratio h1 · base</text>") != std::string::npos);
+  CHECK(html.find(">rate-ratio h1 · measured</text>") != std::string::npos);
+  // the label ends where the bars begin: at least 60 glyphs at 11 px
+  // (0.55 em each, a narrow font's average) from the chart's left edge
+  std::smatch m;
+  REQUIRE(std::regex_search(html, m, std::regex("<text x=\"([0-9.]+)\"[^>]*text-anchor=\"end\"[^>]*>" + long_name)));
+  CHECK(std::stod(m[1]) >= 60 * 0.55 * 11);
+  CHECK(html.find("class=\"multiple\"") == std::string::npos);  // two NICs: the stacked chart says it all
+
+  // six NICs: stacked, and a small chart each
+  auto& ph = sc.phases[0];
+  for (int nic = 2; nic < 6; ++nic) {
+    Series x;
+    x.name = "h1 nic" + std::to_string(nic) + " rx";
+    x.values.assign(100, 0.1);
+    ph.series.push_back(x);
+  }
+  html = html_report(r);
+  CHECK(count(html, "<polygon class=\"area\"") == 6);
+  CHECK(count(html, "<svg class=\"multiple\"") == 6);
+}
+
+TEST_CASE("HTML report draws an open-loop workload's latency over the run, a line per phase", "[unit]") {
+  auto r = sample();
+  auto& sc = r.scenarios[0];
+  WorkloadResult d;
+  d.name = "dataload";
+  d.type = "dataload";
+  d.figures = {{"p99_per_s_ms", {1400.0, 2580.0, 3210.0}}, {"p99_ms", 9000.0}};
+  PhaseResult one;
+  one.name = "one-nic";
+  one.workloads.push_back(d);
+  d.figures["p99_per_s_ms"] = {55.0, 70.0, 60.0};
+  PhaseResult four;
+  four.name = "four-nics";
+  four.workloads.push_back(d);
+  sc.phases = {one, four};
+  std::string html = html_report(r);
+  CHECK(html.find("Latency over the run — dataload") != std::string::npos);
+  CHECK(count(html, "<polyline class=\"series\"") == 2);
+  CHECK(html.find(">one-nic</text>") != std::string::npos);
+  CHECK(html.find(">four-nics</text>") != std::string::npos);
 }
 
 TEST_CASE("compare classifies a flipped verdict, a fix, drift beyond the threshold and what one run lacks", "[unit]") {
@@ -253,4 +308,12 @@ TEST_CASE("terminal summary has a line per assertion and says where the report i
   CHECK(count(s, "  ✗ ") == 2);  // the failed assertion and the error
   CHECK(s.find("FAILED: 2 scenarios, 2 of 3 assertions passed") != std::string::npos);
   CHECK(s.find("out/report.html") != std::string::npos);
+  // a scenario's failed assertions come after its passed ones, next to
+  // the verdict, where a log cut to its tail still shows them
+  auto r = sample();
+  r.scenarios[0].assertions[0].passed = false;
+  std::ostringstream out2;
+  terminal_summary(r, "", out2);
+  std::string s2 = out2.str();
+  CHECK(s2.find("✗ healthy-flows-kept down") > s2.find("✓ rate-ratio h1"));
 }

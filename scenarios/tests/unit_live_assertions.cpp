@@ -191,6 +191,15 @@ TEST_CASE("live assertion rate-ratio: the host's NICs between two marks against 
   CHECK(a.measured.rfind("0.75", 0) == 0);
   CHECK(ctx.figures.at("rate_ratio_h1") == Approx(0.75));
   CHECK(a.message.empty());
+  // the two windows it read, for the report to shade
+  REQUIRE(a.windows.size() == 2);
+  CHECK(a.windows[0].label == "base");
+  CHECK(a.windows[0].from_s == Approx(1.0));
+  CHECK(a.windows[0].to_s == Approx(8.0));
+  CHECK(a.windows[1].label == "measured");
+  CHECK(a.windows[1].from_s == Approx(11.0));
+  CHECK(a.windows[1].to_s == Approx(18.0));
+  CHECK(a.windows[1].host == "h1");
 }
 
 TEST_CASE("live assertion rate-ratio: a base window that does not fill the line is an invalid baseline", "[unit]") {

@@ -28,6 +28,7 @@ reports::Assertion RateRatio::check(const Step& st, LiveContext& ctx) const {
     a.measured = "a mark of its windows was never set";
     return a;
   }
+  a.windows = {{host, *bfrom, *bto, "base"}, {host, *from, *to, "measured"}};
   auto r = host_rates(ctx.series(), host, st.str("direction", "rx"));
   double cur = HostRates::mean(r.total, r.interval_s, *from, *to);
   double base = HostRates::mean(r.total, r.interval_s, *bfrom, *bto);

@@ -46,6 +46,7 @@ reports::Assertion RateRecovery::check(const Step& st, LiveContext& ctx) const {
     a.measured = "a mark it reads was never set";
     return a;
   }
+  a.windows = {{host, *bfrom, *bto, "base"}, {host, *after, *after + max, "recovery"}};
   auto r = host_rates(ctx.series(), host, st.str("direction", "rx"));
   double base = HostRates::mean(r.total, r.interval_s, *bfrom, *bto);
   auto t = recovery_time(r.total, r.interval_s, *after, fraction * base, window);

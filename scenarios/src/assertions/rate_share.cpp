@@ -31,6 +31,7 @@ reports::Assertion RateShare::check(const Step& st, LiveContext& ctx) const {
     a.measured = "a mark of its window was never set";
     return a;
   }
+  a.windows = {{host, *from, *to, "shares"}};
   std::vector<double> means;
   double total = 0;
   for (const auto& s : r.per_nic) total += means.emplace_back(HostRates::mean(s, r.interval_s, *from, *to));

@@ -10,6 +10,14 @@
 
 namespace lanes::reports {
 
+// A stretch of a phase an assertion read (a rate-ratio's base and its
+// measured window): the report shades it on HOST's chart with its label.
+struct Window {
+  std::string host;
+  double from_s = 0, to_s = 0;  // since the phase started
+  std::string label;            // "base", "measured", ...
+};
+
 // A conclusion: one per <assert> and one per bounded wait.
 struct Assertion {
   std::string name;      // "throughput-ratio save", "wait members h1 = 4"
@@ -19,6 +27,7 @@ struct Assertion {
   std::string expected;  // "≥ 3.80"
   std::string measured;  // "3.93"
   std::string message;   // why it failed, or a note
+  std::vector<Window> windows;  // what it read of its phase's NIC samples
 };
 
 // Samples at a fixed interval, e.g. Gbit/s through one NIC.
@@ -95,6 +104,8 @@ struct RunResult {
   int assertions_total() const;
 };
 
+void to_json(nlohmann::json& j, const Window& w);
+void from_json(const nlohmann::json& j, Window& w);
 void to_json(nlohmann::json& j, const Assertion& a);
 void from_json(const nlohmann::json& j, Assertion& a);
 void to_json(nlohmann::json& j, const Series& s);
