@@ -10,6 +10,7 @@
 
 namespace lanes::testbed {
 std::optional<int> daemon_start(int argc, char** argv, const char* name, const char* what, DaemonStart& out) {
+  log::set_timestamps(true);  // its log is a file of the run's: lines that say when
   std::string usage = std::string("usage: ") + name + " --config FILE --state FILE [--log-level debug|info|warn|error]";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

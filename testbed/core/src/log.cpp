@@ -14,6 +14,7 @@ namespace {
 std::atomic<Level> g_level{Level::info};
 std::mutex g_mu;
 FILE* g_file = nullptr;
+std::atomic<bool> g_timestamps{false};
 
 const char* name_of(Level l) {
   switch (l) {
@@ -46,15 +47,18 @@ void add_file_sink(const std::string& path) {
   g_file = std::fopen(path.c_str(), "ae");
 }
 
+void set_timestamps(bool on) { g_timestamps = on; }
+
 void write(Level l, std::string_view msg) {
   std::lock_guard lk(g_mu);
   std::string line = fmt::format("lanes: {}: {}\n", name_of(l), msg);
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  std::string stamp = fmt::format("{}.{:03} ", ms / 1000, ms % 1000);
+  if (g_timestamps) std::fwrite(stamp.data(), 1, stamp.size(), stderr);
   std::fwrite(line.data(), 1, line.size(), stderr);
   if (g_file) {
-    auto now = std::chrono::system_clock::now().time_since_epoch();
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-    std::fprintf(g_file, "%lld.%03lld %s", static_cast<long long>(ms / 1000),
-                 static_cast<long long>(ms % 1000), line.c_str() + 7);
+    std::fprintf(g_file, "%s%s", stamp.c_str(), line.c_str() + 7);
     std::fflush(g_file);
   }
 }

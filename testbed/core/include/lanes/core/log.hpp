@@ -17,6 +17,10 @@ bool parse_level(std::string_view text, Level& out);
 // Appends to PATH in addition to stderr (used for the run directory's log).
 void add_file_sink(const std::string& path);
 void write(Level level, std::string_view message);
+// Daemons: every stderr line starts with the wall-clock time (seconds.ms
+// since the epoch, as the file sink and the supervisor's log write it), so
+// one daemon's log lines up with another's and with the run's events.
+void set_timestamps(bool on);
 
 inline bool enabled(Level l) { return l >= level(); }
 
