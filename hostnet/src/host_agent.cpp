@@ -104,6 +104,8 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
     s.jnic_idx = jl->index;
     s.eth_idx = el->index;
     s.up = s.carrier = nl->admin_up && nl->carrier;
+    s.veth = jl->kind != "netkit";
+    s.eth_mac = el->mac;
     dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6});
     dc.container_ifindex.push_back(s.jnic_idx);
     dc.container_mac.push_back(el->mac);
@@ -191,6 +193,13 @@ void HostAgent::apply(Nic& s, bool up) {
   // carrier) must find its way out of NIC k, not out of another NIC
   if (up && s.table) restore_routes(s, false);
   if (auto st = hnl_.set_link_up(s.jnic_idx, up, s.jnic); !st) lg::warn("{}", st.error().what());
+  // taking the link down flushed its permanent neighbours: put the
+  // container side's back, or what goes to the job waits for ARP and ND
+  // (and counts against the kernel-wide neighbour limit)
+  if (up && s.veth)
+    for (const auto& a : {s.cont_side4, s.cont_side6})
+      if (auto ip = parse_ip(a))
+        if (auto st = hnl_.add_neighbor(s.jnic_idx, *ip, s.eth_mac, s.jnic); !st) lg::warn("{}", st.error().what());
   if (up) restore_routes(s, true);
   if (up && cfg_.mode != "single") {
     // the kernel dropped the container's next hops with the link; restore them

@@ -217,6 +217,21 @@ TEST_CASE("a NIC going down gets no new flows and its flows move without a reset
     CHECK(s[2] < 0.01);
     REQUIRE(hnl.set_link_up(nic2, true, "nic2").ok());
     CHECK(eventually([&] { return env.agent_state(h)["nics"][2]["up"] == true; }, std::chrono::seconds(5)));
+    // the agent took the container link down and up: its permanent
+    // neighbours are back, and traffic through it learned none (a learned
+    // entry would count against the kernel-wide neighbour limit)
+    s = env.shares(h, 8, 1, &rc);
+    CHECK(rc == 0);
+    ProcessSpec ip{"ip neigh", {"ip", "-j", "neigh", "show", "dev", "jnic2"}};
+    ip.netns_fd = env.run.tb().netns(host).fd();
+    ip.new_session = false;
+    auto shown = run_capture(ip, std::chrono::seconds(10));
+    REQUIRE(shown.ok());
+    auto entries = nlohmann::json::parse(shown.value().out);
+    INFO(shown.value().out);
+    CHECK(entries.size() == 2);  // the container side's IPv4 and IPv6 address
+    for (const auto& e : entries)
+      CHECK(e.value("state", nlohmann::json::array()).dump().find("PERMANENT") != std::string::npos);
   }
 }
 

@@ -83,6 +83,8 @@ class HostAgent {
     int nic_idx = 0, jnic_idx = 0, eth_idx = 0;
     bool up = true;                    // in use: carrier, and BFD does not say its path failed
     bool carrier = true, bfd_ok = true;
+    bool veth = true;                  // the container link has neighbours (netkit is L3)
+    testbed::MacAddr eth_mac{};        // the container side's MAC
   };
   HostAgent(HostAgentConfig cfg, testbed::Netlink host, testbed::Netlink container)
       : cfg_(std::move(cfg)), hnl_(std::move(host)), cnl_(std::move(container)) {}
