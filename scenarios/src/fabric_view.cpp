@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include "lanes/core/netns.hpp"
+#include "lanes/hostnet/hostnet.hpp"
 #include "lanes/switch/switches.hpp"
 
 namespace lanes::scenarios {
@@ -32,6 +34,16 @@ tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
   for (const auto& s : status.value("sessions", nlohmann::json::array()))
     out.push_back({s.value("neighbor", ""), s.value("received", uint64_t{0}), s.value("rejected", uint64_t{0})});
   return out;
+}
+
+tb::Result<std::vector<tb::NeighborInfo>> LiveFabric::neighbors(int node, bool job) {
+  if (!job) return run_.tb().netlink(node).neighbors();
+  std::string name = hostnet::job_netns(run_.id(), run_.topology().nodes.at(static_cast<size_t>(node)).name);
+  auto ns = tb::Netns::open(name);
+  if (!ns) return ns.error();
+  auto nl = tb::Netlink::open_in(ns.value().fd(), name);
+  if (!nl) return nl.error();
+  return nl.value().neighbors();
 }
 
 std::string TaskGroups::prefix(const std::string& host) const {

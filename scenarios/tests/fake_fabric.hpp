@@ -35,6 +35,8 @@ class FakeFabric : public FabricView {
     return out;
   }
   tb::Result<std::vector<SessionCounts>> sessions(int node) override { return counts[node]; }
+  std::map<std::pair<int, bool>, std::vector<tb::NeighborInfo>> neighbor_table;  // (node, job container)
+  tb::Result<std::vector<tb::NeighborInfo>> neighbors(int node, bool job) override { return neighbor_table[{node, job}]; }
 
   // PREFIX at NODE points at group GROUP with MEMBERS
   void group(int node, const std::string& prefix, uint32_t id, std::vector<uint32_t> members) {

@@ -1,6 +1,7 @@
 // unit tier: the live assertions over a fake fabric — what each one
 // concludes from routes, groups, RIB paths and session counts, without root.
 
+#include <linux/neighbour.h>
 #include <sys/socket.h>
 
 #include <catch2/catch.hpp>
@@ -51,7 +52,7 @@ TEST_CASE("live assertions: every type is registered once and declares its attri
     CHECK_FALSE(a->attrs().empty());
     CHECK(find_live_assertion(a->type()) == a);
   }
-  CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "rate-recovery",
+  CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "rate-recovery", "neighbors",
                                        "rate-share", "no-task-routes", "hijack-rejected"});
   CHECK(find_live_assertion("throughput-ratio") == nullptr);  // a post-run assertion
 }
@@ -305,4 +306,23 @@ TEST_CASE("live assertion rate-share: each NIC's part of the rate in a window", 
   auto down = RateShare().check(r.step("rate-share", {{"host", "h1"}, {"from", "down"}, {"to", "up"}}), ctx);
   CHECK_FALSE(down.passed);
   CHECK(down.measured.find("nic2 0.0%") != std::string::npos);
+}
+
+TEST_CASE("live assertion neighbors: permanent entries pass, one learned entry fails and is named", "[unit]") {
+  Rig r("laptop.xml");
+  int h1 = r.topo.find_node("h1"), tor = r.topo.find_node("r1-tor");
+  r.fabric.neighbor_table[{h1, false}] = {{3, "198.18.128.4", NUD_PERMANENT}, {4, "2001:2:0:2::4", NUD_PERMANENT}};
+  r.fabric.neighbor_table[{h1, true}] = {{2, "198.18.64.4", NUD_PERMANENT}, {2, "ff02::16", NUD_NOARP}};
+  r.fabric.neighbor_table[{tor, false}] = {{5, "198.18.128.5", NUD_PERMANENT}};
+  auto ctx = r.context();
+  auto all = NeighborsPermanent().check(r.step("neighbors", {}), ctx);
+  CHECK(all.passed);
+  // every node and each job host's container: laptop has r1-tor, h1, h2, storage and two jobs
+  CHECK(all.measured == "0 learned, 5 permanent in 6 namespaces");
+  // what ARP resolved after a NIC came back (an entry that counts against the kernel-wide limit)
+  r.fabric.neighbor_table[{h1, false}][0].state = NUD_REACHABLE;
+  auto one = NeighborsPermanent().check(r.step("neighbors", {{"node", "h1"}}), ctx);
+  CHECK_FALSE(one.passed);
+  CHECK(one.name == "neighbors h1");
+  CHECK(one.measured == "1 learned, 3 permanent in 2 namespaces: h1 198.18.128.4 (REACHABLE)");
 }

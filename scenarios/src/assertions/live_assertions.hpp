@@ -55,6 +55,16 @@ class RateShare final : public LiveAssertion {
   reports::Assertion check(const Step& st, LiveContext& ctx) const override;
 };
 
+// every neighbour entry of node= (or of every node and job container) was
+// put there by lanes (permanent): none was learned through ARP or ND, so
+// the run leaves the kernel-wide neighbour limit to the others
+class NeighborsPermanent final : public LiveAssertion {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  reports::Assertion check(const Step& st, LiveContext& ctx) const override;
+};
+
 // node= holds no per-task route (on a rack switch: of another rack) in its FIB or its BGP RIB
 class NoTaskRoutes final : public LiveAssertion {
  public:

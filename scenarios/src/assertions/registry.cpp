@@ -11,8 +11,9 @@ const std::vector<const LiveAssertion*>& live_assertions() {
   static const RateShare share;
   static const NoTaskRoutes containment;
   static const HijackRejected hijack;
-  static const std::vector<const LiveAssertion*> all = {&rate,    &recovery,    &share, &healthy,
-                                                        &members, &containment, &hijack};
+  static const NeighborsPermanent neighbors;
+  static const std::vector<const LiveAssertion*> all = {&rate,    &recovery,    &share,  &healthy,
+                                                        &members, &containment, &hijack, &neighbors};
   return all;
 }
 

@@ -412,6 +412,31 @@ Status Netlink::add_neighbor(int index, const IpAddr& ip, const MacAddr& mac, co
   return {};
 }
 
+bool NeighborInfo::counted() const { return (state & (NUD_PERMANENT | NUD_NOARP)) == 0; }
+
+Result<std::vector<NeighborInfo>> Netlink::neighbors() {
+  nl_cache* raw = nullptr;
+  if (int err = rtnl_neigh_alloc_cache(sock_.get(), &raw); err < 0)
+    return nl_error(err, "listing neighbours in " + ns_);
+  NlPtr<nl_cache, cache_free> cache(raw);
+  std::vector<NeighborInfo> out;
+  for (nl_object* o = nl_cache_get_first(cache.get()); o; o = nl_cache_get_next(o)) {
+    auto* n = reinterpret_cast<rtnl_neigh*>(o);
+    int family = rtnl_neigh_get_family(n);
+    if (family != AF_INET && family != AF_INET6) continue;  // bridge FDB entries are not neighbours
+    NeighborInfo ni;
+    ni.ifindex = rtnl_neigh_get_ifindex(n);
+    ni.state = static_cast<uint16_t>(rtnl_neigh_get_state(n));
+    if (nl_addr* a = rtnl_neigh_get_dst(n)) {
+      char buf[INET6_ADDRSTRLEN + 8];
+      nl_addr2str(a, buf, sizeof buf);
+      ni.ip = buf;
+    }
+    out.push_back(std::move(ni));
+  }
+  return out;
+}
+
 Status Netlink::add_address(int index, const IfAddr4& a, const std::string& ifname) {
   return add_addr(sock_.get(), index, a, AF_INET, ifname, ns_);
 }

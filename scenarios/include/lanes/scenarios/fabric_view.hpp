@@ -36,6 +36,8 @@ class FabricView {
   // gobgpd on NODE: every path of FAMILY, or of PREFIX alone
   virtual testbed::Result<std::vector<testbed::BgpRoute>> rib(int node, int family, const std::string& prefix = "") = 0;
   virtual testbed::Result<std::vector<SessionCounts>> sessions(int node) = 0;
+  // NODE's neighbour entries (ARP and ND), or, JOB, those of its job container's
+  virtual testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) = 0;
 };
 
 class LiveFabric : public FabricView {
@@ -46,6 +48,7 @@ class LiveFabric : public FabricView {
   testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override;
   testbed::Result<std::vector<testbed::BgpRoute>> rib(int node, int family, const std::string& prefix) override;
   testbed::Result<std::vector<SessionCounts>> sessions(int node) override;
+  testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) override;
 
  private:
   testbed::LiveRun& run_;

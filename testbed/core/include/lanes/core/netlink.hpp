@@ -66,6 +66,16 @@ struct BucketInfo {
   uint64_t idle_cs = 0;
 };
 
+// A neighbour entry (ARP or ND) as the kernel holds it.
+struct NeighborInfo {
+  int ifindex = 0;
+  std::string ip;
+  uint16_t state = 0;  // NUD_* bits
+  // added by hand (PERMANENT) or not resolved at all (NOARP): such entries
+  // do not count against the kernel-wide neighbour limit
+  bool counted() const;
+};
+
 struct NexthopInfo {
   uint32_t id = 0;
   int protocol = 0;
@@ -159,6 +169,8 @@ class Netlink {
   // Permanent entries need no ARP or ND and do not count against the
   // kernel's neighbour table limit, which every namespace shares.
   Status add_neighbor(int index, const IpAddr& ip, const MacAddr& mac, const std::string& ifname);
+  // Every neighbour entry of the namespace, both families.
+  Result<std::vector<NeighborInfo>> neighbors();
   // Creates a netkit pair (Linux 6.7+) in L3 mode: NAME here as the
   // primary device, PEER in namespace PEER_NS_FD. NAME comes up; the peer
   // is brought up from its namespace. Built by hand: libnl 3.7 does not
