@@ -52,9 +52,12 @@ void set_timestamps(bool on) { g_timestamps = on; }
 void write(Level l, std::string_view msg) {
   std::lock_guard lk(g_mu);
   std::string line = fmt::format("lanes: {}: {}\n", name_of(l), msg);
-  auto now = std::chrono::system_clock::now().time_since_epoch();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-  std::string stamp = fmt::format("{}.{:03} ", ms / 1000, ms % 1000);
+  std::string stamp;  // only where a line says when
+  if (g_timestamps || g_file) {
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+    stamp = fmt::format("{}.{:03} ", ms / 1000, ms % 1000);
+  }
   if (g_timestamps) std::fwrite(stamp.data(), 1, stamp.size(), stderr);
   std::fwrite(line.data(), 1, line.size(), stderr);
   if (g_file) {
