@@ -294,7 +294,10 @@ Clock::time_point Speaker::turn(Clock::time_point now) {
     if (!p->connecting && p->fd < 0 && now >= p->next_attempt && rides_up_nic(*p)) dial(*p, now);
   }
   for (auto& p : peers_) run(*p, p->session.tick(now));
-  auto deadline = now + std::chrono::milliseconds(500);
+  // every wake is the sessions' timers, a dial's deadline or a retry, or
+  // an event (a socket, a NIC): an idle injector sleeps until its next
+  // keepalive (a fleet has a thousand of them on two cores)
+  auto deadline = now + std::chrono::seconds(60);
   for (auto& p : peers_) {
     deadline = std::min(deadline, p->session.next_deadline());
     if (p->connecting)

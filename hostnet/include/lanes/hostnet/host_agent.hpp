@@ -73,6 +73,9 @@ class HostAgent {
   // kernel's to tell: lanes status and the runner read them over netlink).
   nlohmann::json state() const;
   size_t nic_count() const { return nics_.size(); }
+  // The datapath's counters move without an event (the bpf modes): only
+  // then has state() to be read again on a timer.
+  bool has_counters() const { return dp_.has_value(); }
   // A returned NIC's weighted phase in the egress groups ends by NOW; the
   // time it is due, if one is pending.
   void tick(std::chrono::steady_clock::time_point now);
