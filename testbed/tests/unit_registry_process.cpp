@@ -1,14 +1,18 @@
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "lanes/core/cleanup.hpp"
 #include "lanes/core/cpu_load.hpp"
+#include "lanes/core/handle.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "support.hpp"
@@ -209,6 +213,48 @@ TEST_CASE("daemon with a missing program is a clear error", "[unit]") {
   auto d = Daemon::start(spec);
   REQUIRE_FALSE(d.ok());
   CHECK(std::string(d.error().what()).find("not in PATH") != std::string::npos);
+}
+
+TEST_CASE("daemon whose program cannot be executed is a clear error", "[unit]") {
+  ProcessSpec spec{"ghost", {"/nonexistent/lanes-no-such-program"}};
+  auto d = Daemon::start(spec);
+  REQUIRE_FALSE(d.ok());
+  CHECK(std::string(d.error().what()).find("ghost") != std::string::npos);
+}
+
+// Children of this process whose command is NAME (zombies included).
+static int children_named(const std::string& name) {
+  int n = 0;
+  for (pid_t p : list_pids()) {
+    std::ifstream in("/proc/" + std::to_string(p) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::string comm = line.substr(line.find('(') + 1, close - line.find('(') - 1);
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == ::getpid() && comm == name) ++n;
+  }
+  return n;
+}
+
+TEST_CASE("a child that cannot enter its namespace is an error and never runs", "[unit]") {
+  // not a namespace: setns fails in the child, which must end there, not
+  // run on in the namespace it was started from
+  int before = children_named("sleep");
+  Fd not_ns(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  ProcessSpec spec{"astray", {"sleep", "60"}};
+  spec.netns_fd = not_ns.get();
+  auto d = Daemon::start(spec);
+  REQUIRE_FALSE(d.ok());
+  CHECK(std::string(d.error().what()).find("network namespace") != std::string::npos);
+  CHECK(children_named("sleep") == before);  // reaped, not left running or a zombie
+  auto c = run_capture(spec, std::chrono::seconds(2));
+  REQUIRE_FALSE(c.ok());
+  CHECK(std::string(c.error().what()).find("network namespace") != std::string::npos);
 }
 
 TEST_CASE("stop_pid ends a process by pid only while its start time matches", "[unit]") {
