@@ -41,5 +41,7 @@ bool stop_on_signals(testbed::EventLoop& loop, const char* mode);
 
 // The modes beyond traffic_main.cpp's
 int collective_main(int argc, char** argv);
+int training_main(int argc, char** argv);
+int store_main(int argc, char** argv);
 
 }  // namespace lanes::traffic_engine

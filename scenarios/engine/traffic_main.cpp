@@ -35,6 +35,8 @@
 //       sends probes on N paths (one socket and source port each, path i
 //       bound to the i-th address of --bind, cyclically) until SIGTERM.
 //   lanes-traffic collective ...: one rank of a ring collective (collective.cpp)
+//   lanes-traffic training ... / store ...: a training job's rank and its
+//       checkpoints' storage server (training.cpp)
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -798,6 +800,8 @@ int main(int argc, char** argv) {
     if (mode == "probe-recv") return probe_recv_main(argc, argv);
     if (mode == "probe-send") return probe_send_main(argc, argv);
     if (mode == "collective") return collective_main(argc, argv);
+    if (mode == "training") return training_main(argc, argv);
+    if (mode == "store") return store_main(argc, argv);
   } catch (const std::logic_error& e) {  // std::stoi and friends on a malformed number
     std::cerr << "lanes-traffic " << mode << ": a number argument is malformed (" << e.what() << ")\n";
     return 2;
@@ -815,6 +819,10 @@ int main(int argc, char** argv) {
                "[--seconds S]\n"
                "       lanes-traffic collective --op allreduce|reducescatter|allgather --rank R --ranks N --to NEXT "
                "--port P --bytes S [--channels C] [--iterations I] [--warmup W] [--piece B] [--seed S] "
-               "[--timeout SECONDS] [--wait-go]\n";
+               "[--timeout SECONDS] [--wait-go]\n"
+               "       lanes-traffic training --rank R --ranks N --to NEXT --port P --gradient BYTES --steps S "
+               "--compute-ms MS [--checkpoint-every K --checkpoint BYTES --store ADDR --store-port Q] [--channels C] "
+               "[--incarnation I] [--resume] [--seed S] [--timeout SECONDS] [--wait-go]\n"
+               "       lanes-traffic store --port P --ranks N [--seed S]\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

@@ -195,6 +195,15 @@ class PhaseRun final : public StepContext {
     }
     return nic_of;
   }
+  void fail_workload(const std::string& name, milliseconds restart_after) override {
+    auto it = running_.find(name);
+    if (it == running_.end()) throw StepError("job-fail: no workload " + name + " runs in this phase");
+    if (it->second.finished) throw StepError("job-fail: workload " + name + " has already ended");
+    const Workload* plugin = find_workload(it->second.step.type);
+    if (auto why = plugin->fail(it->second, *this, restart_after); !why.empty())
+      throw StepError("job-fail: workload " + name + ": " + why);
+  }
+
   void claim_task_ips(const std::string& host, const std::string& victim) override {
     const auto& vj = *N(victim).job;
     auto nl = tb::Netlink::open_in(job_ns(host), host + " container");

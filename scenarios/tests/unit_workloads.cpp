@@ -84,6 +84,10 @@ class FakePhase final : public StepContext {
   void nft(int, const std::string&, const std::string&) override { throw StepError("no nft here"); }
   pid_t daemon_pid(const std::string&, const std::string&) override { return 0; }
   void claim_task_ips(const std::string&, const std::string&) override {}
+  void fail_workload(const std::string& name, std::chrono::milliseconds restart_after) override {
+    failed_workloads.emplace_back(name, restart_after);
+  }
+  std::vector<std::pair<std::string, std::chrono::milliseconds>> failed_workloads;
   double now_s() const override { return 1.0; }
   void mark(const std::string& label, const std::string&) override { marks.push_back(label); }
   void say(const std::string& s) override { said.push_back(s); }
@@ -123,7 +127,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_workload(w->type()) == w);
   }
   CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "bootstrap", "probe",
-                                       "collective"});
+                                       "collective", "training"});
   CHECK(find_workload("probe")->open_ended());
   CHECK_FALSE(find_workload("ingest")->open_ended());
   CHECK(std::string(find_workload("checkpoint-save")->nic_direction()) == "tx");
@@ -134,7 +138,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_fault(f->type()) == f);
   }
   CHECK(types == std::set<std::string>{"nic-down", "nic-up", "nic-flap", "silent-drop", "clear-drop", "kill",
-                                       "rogue-announce"});
+                                       "rogue-announce", "job-fail"});
   CHECK(find_fault("nic-down") != nullptr);
   CHECK(find_workload("nic-down") == nullptr);
   types.clear();

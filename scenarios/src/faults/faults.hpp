@@ -82,4 +82,14 @@ BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<
 nlohmann::json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts,
                                    const std::function<void()>& fault, std::chrono::milliseconds limit);
 
+// job-fail: the training job of workload= fails (every rank killed at once)
+// and is started again after restart-after= (default 1 s), resuming from
+// its latest checkpoint
+class JobFail final : public Fault {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  void apply(const Step& st, const std::string& label, StepContext& ctx) const override;
+};
+
 }  // namespace lanes::scenarios

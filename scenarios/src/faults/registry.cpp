@@ -8,7 +8,8 @@ const std::vector<const Fault*>& faults() {
   static const SilentDrop drop(true), clear(false);
   static const KillDaemon kill;
   static const RogueAnnounce rogue;
-  static const std::vector<const Fault*> all = {&down, &up, &flap, &drop, &clear, &kill, &rogue};
+  static const JobFail job_fail;
+  static const std::vector<const Fault*> all = {&down, &up, &flap, &drop, &clear, &kill, &rogue, &job_fail};
   return all;
 }
 

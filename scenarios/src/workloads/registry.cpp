@@ -18,7 +18,9 @@ const std::vector<const Workload*>& workloads() {
   static const Bootstrap bootstrap;
   static const Probe probe;
   static const Collective collective;
-  static const std::vector<const Workload*> all = {&save, &restore, &ingest, &dataload, &bootstrap, &probe, &collective};
+  static const Training training;
+  static const std::vector<const Workload*> all = {&save,  &restore,    &ingest,  &dataload,
+                                                   &bootstrap, &probe, &collective, &training};
   return all;
 }
 

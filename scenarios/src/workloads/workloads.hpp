@@ -79,6 +79,25 @@ class Collective final : public Workload {
   std::string summary(const nlohmann::json& f) const override;
 };
 
+// training: a training job (lanes/scenarios/training.hpp) among the jobs
+// of hosts= (every job host without it): steps= steps of compute= and a
+// ring all-reduce of gradient= bytes over channels= connections, a
+// checkpoint of checkpoint= bytes per rank to server= after every
+// checkpoint-every= steps; a job-fail fault kills it and it resumes from
+// its latest checkpoint
+class Training final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
+  std::vector<std::string> sampled_hosts(const Step& st, const testbed::Topology& topo) const override;
+  const char* nic_direction() const override { return "tx"; }
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+  std::string fail(WorkloadRun& w, StepContext& ctx, std::chrono::milliseconds restart_after) const override;
+};
+
 // bootstrap: every job host (or hosts=) fetches at one moment (a burst)
 class Bootstrap final : public Workload {
  public:

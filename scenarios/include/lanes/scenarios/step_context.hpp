@@ -74,6 +74,9 @@ class StepContext {
   // HOST's job container takes VICTIM's task IPs and its injector is told
   // to announce them (it is restarted for it by the caller)
   virtual void claim_task_ips(const std::string& host, const std::string& victim) = 0;
+  // the running workload NAME's job fails: its processes killed, and it
+  // started again after RESTART_AFTER (Workload::fail)
+  virtual void fail_workload(const std::string& name, std::chrono::milliseconds restart_after) = 0;
 
   // ---- the phase's timeline ----
   virtual double now_s() const = 0;

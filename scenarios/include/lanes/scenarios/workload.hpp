@@ -5,6 +5,9 @@
 // through a StepContext. Adding one is adding a file and a line in its
 // registry (workloads() or faults()).
 
+#include <fmt/format.h>
+
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +27,8 @@ struct WorkloadRun {
   std::vector<std::string> hosts;  // its job hosts, in the order of servers and clients where one each
   std::vector<Proc> servers;  // receivers and servers: stopped (or awaited) after the clients
   std::vector<Proc> clients;
+  std::vector<Proc> failed;  // clients a job failure killed (fault job-fail); their output stays
+  int incarnations = 1;      // the job's starts: 1 + its failures
   bool finished = false;
 };
 
@@ -51,6 +56,12 @@ class Workload {
   virtual nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const = 0;
   // One line for the progress output: ": 3.1 Gbit/s, ..."
   virtual std::string summary(const nlohmann::json& figures) const = 0;
+  // A job failure (fault job-fail): its clients killed at once, then, after
+  // RESTART_AFTER, the job started again where it resumes. "" once done;
+  // otherwise why this type cannot.
+  virtual std::string fail(WorkloadRun&, StepContext&, std::chrono::milliseconds /*restart_after*/) const {
+    return fmt::format("a {} workload does not fail and resume (a training workload does)", type());
+  }
 };
 
 class Fault {

@@ -1,0 +1,382 @@
+// lanes-traffic training and store: a training job's rank, and the storage
+// server its checkpoints go to (lanes/scenarios/training.hpp).
+//
+//   lanes-traffic training --rank R --ranks N --to NEXT --port P
+//       --gradient BYTES --steps S --compute-ms MS --store ADDR
+//       --store-port Q [--checkpoint-every K] [--checkpoint BYTES]
+//       [--channels C] [--incarnation I] [--resume] [--seed SEED]
+//       [--timeout SECONDS] [--wait-go]
+//   With --resume it first restores the latest checkpoint every rank saved
+//   whole (every byte checked) and goes on at the step after it. Each step
+//   is a pause of MS (the compute) and a ring all-reduce of BYTES with the
+//   other ranks (rank.hpp); after every K-th step it saves BYTES of
+//   checkpoint to the store and waits for its ack. Prints one JSON line per
+//   event as it happens (training::Event), so a rank killed mid-run leaves
+//   what it did.
+//
+//   lanes-traffic store --port P --ranks N [--seed SEED]
+//       keeps the checkpoints' record: a save (PUT) is checked byte by byte
+//       against the pattern of its rank and step and acked; a restore (GET)
+//       is answered with the latest checkpoint all N ranks saved whole.
+//       Prints a JSON line (role "store") at SIGTERM.
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lanes/scenarios/pattern.hpp"
+#include "lanes/scenarios/training.hpp"
+#include "rank.hpp"
+
+namespace lanes::traffic_engine {
+
+namespace training = lanes::scenarios::training;
+using lanes::scenarios::Pattern;
+using lanes::scenarios::Source;
+
+namespace {
+
+constexpr uint32_t kStoreMagic = 0x4c4e5331;  // "LNS1"
+constexpr uint32_t kPut = 1, kGet = 2;
+constexpr uint32_t kOk = 0, kBad = 1;
+
+struct StoreHeader {
+  uint32_t magic, op, rank;
+  int32_t step;  // a GET's answer: -1, none saved
+  uint64_t bytes;
+};
+
+// whole reads and writes on a blocking socket (false: it failed or closed)
+bool read_all(int fd, void* p, size_t n) {
+  auto* b = static_cast<uint8_t*>(p);
+  while (n > 0) {
+    ssize_t r = ::read(fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    b += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+bool write_all(int fd, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  while (n > 0) {
+    ssize_t w = ::send(fd, b, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    b += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// ---- the store ----
+
+class Store {
+ public:
+  Store(int ranks, uint64_t seed) : ranks_(ranks), seed_(seed) {}
+
+  void serve(int fd) {
+    StoreHeader h{};
+    if (!read_all(fd, &h, sizeof h) || h.magic != kStoreMagic) return bad("a request that is not the store's");
+    if (h.op == kPut) return put(fd, h);
+    if (h.op == kGet) return get(fd, h);
+    bad("an unknown request");
+  }
+
+  nlohmann::json result() {
+    std::lock_guard lk(mu_);
+    nlohmann::json complete = nlohmann::json::array();
+    for (const auto& [step, rs] : saved_)
+      if (static_cast<int>(rs.size()) >= ranks_) complete.push_back(step);
+    return {{"role", "store"},       {"puts", puts_},   {"gets", gets_},          {"verified_bytes", verified_},
+            {"served_bytes", served_}, {"bad", bad_},   {"complete_steps", complete}, {"errors", errors_}};
+  }
+
+ private:
+  void bad(const std::string& why) {
+    std::lock_guard lk(mu_);
+    ++bad_;
+    if (errors_.size() < 5) errors_.push_back(why);
+  }
+
+  void put(int fd, const StoreHeader& h) {
+    Pattern p(seed_, training::checkpoint_flow(h.step, static_cast<int>(h.rank)));
+    std::vector<uint8_t> buf(1 << 20);
+    uint64_t off = 0;
+    bool ok = true;
+    while (off < h.bytes) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), h.bytes - off));
+      ssize_t r = ::read(fd, buf.data(), want);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return bad("a save of rank " + std::to_string(h.rank) + " ended early");
+      if (ok && !p.matches(off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)))) ok = false;
+      off += static_cast<uint64_t>(r);
+    }
+    {
+      std::lock_guard lk(mu_);
+      ++puts_;
+      if (ok) {
+        verified_ += h.bytes;
+        saved_[h.step].insert(static_cast<int>(h.rank));
+      } else {
+        ++bad_;
+        if (errors_.size() < 5) errors_.push_back("rank " + std::to_string(h.rank) + "'s checkpoint of step " +
+                                                  std::to_string(h.step) + " is not its pattern");
+      }
+    }
+    uint32_t ack[2] = {kStoreMagic, ok ? kOk : kBad};
+    write_all(fd, ack, sizeof ack);
+  }
+
+  void get(int fd, const StoreHeader& h) {
+    int step;
+    {
+      std::lock_guard lk(mu_);
+      ++gets_;
+      step = training::resume_step(saved_, ranks_) - 1;
+    }
+    StoreHeader a{kStoreMagic, kGet, h.rank, step, step >= 0 ? h.bytes : 0};
+    if (!write_all(fd, &a, sizeof a)) return bad("a restore's answer could not be sent");
+    Source src(seed_, training::checkpoint_flow(step, static_cast<int>(h.rank)));
+    uint64_t off = 0;
+    while (off < a.bytes) {
+      auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, a.bytes - off)));
+      if (!write_all(fd, s.data(), s.size())) return bad("a restore of rank " + std::to_string(h.rank) + " broke off");
+      off += s.size();
+    }
+    std::lock_guard lk(mu_);
+    served_ += a.bytes;
+  }
+
+  int ranks_;
+  uint64_t seed_;
+  std::mutex mu_;
+  std::map<int, std::set<int>> saved_;
+  uint64_t puts_ = 0, gets_ = 0, verified_ = 0, served_ = 0, bad_ = 0;
+  std::vector<std::string> errors_;
+};
+
+// ---- a rank's side of the store ----
+
+// A blocking connection to the store, or -1 (WHY says why).
+int store_connect(const sockaddr_storage& dst, socklen_t len, double timeout_s, std::string& why) {
+  int fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    why = std::string("socket: ") + std::strerror(errno);
+    return -1;
+  }
+  timeval tv{static_cast<time_t>(timeout_s), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&dst), len) != 0) {
+    why = std::string("connecting to the store: ") + std::strerror(errno);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Saves rank RANK's checkpoint after STEP: true once the store acked it whole and right.
+bool save(const sockaddr_storage& dst, socklen_t len, int rank, int step, uint64_t bytes, uint64_t seed,
+          double timeout_s, std::string& why) {
+  int fd = store_connect(dst, len, timeout_s, why);
+  if (fd < 0) return false;
+  StoreHeader h{kStoreMagic, kPut, static_cast<uint32_t>(rank), step, bytes};
+  bool ok = write_all(fd, &h, sizeof h);
+  Source src(seed, training::checkpoint_flow(step, rank));
+  for (uint64_t off = 0; ok && off < bytes;) {
+    auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, bytes - off)));
+    ok = write_all(fd, s.data(), s.size());
+    off += s.size();
+  }
+  uint32_t ack[2] = {0, kBad};
+  ok = ok && read_all(fd, ack, sizeof ack) && ack[0] == kStoreMagic;
+  ::close(fd);
+  if (!ok) why = "the checkpoint of step " + std::to_string(step) + " was not acked";
+  else if (ack[1] != kOk) why = "the store found the checkpoint of step " + std::to_string(step) + " wrong";
+  return ok && ack[1] == kOk;
+}
+
+// The latest checkpoint every rank saved (STEP -1: none), read whole and checked.
+bool restore(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t bytes, uint64_t seed, double timeout_s,
+             int& step, bool& verified, std::string& why) {
+  int fd = store_connect(dst, len, timeout_s, why);
+  if (fd < 0) return false;
+  StoreHeader h{kStoreMagic, kGet, static_cast<uint32_t>(rank), -1, bytes}, a{};
+  bool ok = write_all(fd, &h, sizeof h) && read_all(fd, &a, sizeof a) && a.magic == kStoreMagic;
+  step = ok ? a.step : -1;
+  verified = ok;
+  if (ok && a.step >= 0) {
+    Pattern p(seed, training::checkpoint_flow(a.step, rank));
+    std::vector<uint8_t> buf(1 << 20);
+    for (uint64_t off = 0; ok && off < a.bytes;) {
+      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), a.bytes - off));
+      ssize_t r = ::read(fd, buf.data(), want);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) ok = false;
+      else {
+        verified = verified && p.matches(off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
+        off += static_cast<uint64_t>(r);
+      }
+    }
+    verified = verified && ok && a.bytes == bytes;
+  }
+  ::close(fd);
+  if (!ok) why = "the restore broke off";
+  return ok;
+}
+
+void print(const training::Event& e) { std::cout << training::to_json_line(e).dump() << std::endl; }
+
+}  // namespace
+
+int store_main(int argc, char** argv) {
+  int port = std::stoi(arg(argc, argv, "--port").value_or("0"));
+  int ranks = std::stoi(arg(argc, argv, "--ranks").value_or("0"));
+  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+  if (port <= 0 || ranks < 1) {
+    std::cerr << "lanes-traffic store: --port P and --ranks N are required\n";
+    return 2;
+  }
+  int ls = listen_tcp(port);
+  if (ls < 0) return 1;
+  Store store(ranks, seed);
+  // a thread per connection: the ranks save at once, and a save blocks on its reads
+  while (!g_stop) {
+    pollfd p{ls, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    int fd = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::thread([&store, fd] {
+      store.serve(fd);
+      ::close(fd);
+    }).detach();
+  }
+  std::cout << store.result().dump() << std::endl;
+  std::_Exit(0);  // connections still served end with the process
+}
+
+int training_main(int argc, char** argv) {
+  int rank = std::stoi(arg(argc, argv, "--rank").value_or("-1"));
+  int ranks = std::stoi(arg(argc, argv, "--ranks").value_or("0"));
+  int channels = std::stoi(arg(argc, argv, "--channels").value_or("8"));
+  int steps = std::stoi(arg(argc, argv, "--steps").value_or("0"));
+  int every = std::stoi(arg(argc, argv, "--checkpoint-every").value_or("0"));
+  int incarnation = std::stoi(arg(argc, argv, "--incarnation").value_or("0"));
+  uint64_t gradient = std::stoull(arg(argc, argv, "--gradient").value_or("0"));
+  uint64_t ckpt = std::stoull(arg(argc, argv, "--checkpoint").value_or("0"));
+  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+  double compute_s = std::stod(arg(argc, argv, "--compute-ms").value_or("0")) / 1000;
+  double timeout = std::stod(arg(argc, argv, "--timeout").value_or("600"));
+  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+  int store_port = std::stoi(arg(argc, argv, "--store-port").value_or("0"));
+  bool resume = has_flag(argc, argv, "--resume");
+  std::string why;
+  if (ranks < 2) why = "--ranks must be at least 2";
+  else if (rank < 0 || rank >= ranks) why = "--rank must be in 0..ranks-1";
+  else if (channels < 1 || channels > 256) why = "--channels must be in 1..256";
+  else if (steps < 1 || steps > 30000) why = "--steps must be in 1..30000";
+  else if (every < 0 || compute_s < 0) why = "--checkpoint-every and --compute-ms must not be negative";
+  else if (gradient < 8ull * static_cast<uint64_t>(ranks)) why = "--gradient must be at least 8 bytes per rank";
+  sockaddr_storage next{}, store{};
+  socklen_t nlen = 0, slen = 0;
+  auto to = arg(argc, argv, "--to"), at = arg(argc, argv, "--store");
+  if (why.empty() && !to) why = "--to NEXT (the next rank's address) is required";
+  if (why.empty() && !make_addr(*to, port, next, nlen)) why = "bad address " + *to;
+  if (why.empty() && (every > 0 || resume) && (!at || store_port <= 0))
+    why = "--store ADDR and --store-port Q are required with checkpoints";
+  if (why.empty() && at && !make_addr(*at, store_port, store, slen)) why = "bad store address " + *at;
+  if (!why.empty()) {
+    std::cerr << "lanes-traffic training: " << why << "\n";
+    return 2;
+  }
+  int ls = listen_tcp(port);
+  if (ls < 0) return 1;
+  if (!wait_for_go(argc, argv)) return 1;
+
+  training::Event start{"start", rank, incarnation};
+  start.start_s = mono_s();
+  int first = 0;
+  if (resume) {
+    training::Event r{"restore", rank, incarnation};
+    r.start_s = mono_s();
+    int step = -1;
+    bool verified = false;
+    std::string err;
+    bool ok = restore(store, slen, rank, ckpt, seed, timeout, step, verified, err);
+    r.end_s = mono_s();
+    r.step = step;
+    r.bytes = step >= 0 ? ckpt : 0;
+    r.verified = verified;
+    r.error = err;
+    print(r);
+    if (!ok) return 1;
+    first = step + 1;
+  }
+  start.step = first;
+  print(start);
+  training::Event end{"end", rank, incarnation, steps - 1};
+  if (first >= steps) {  // the job was done: nothing to do again
+    end.end_s = mono_s();
+    end.verified = true;
+    print(end);
+    return 0;
+  }
+
+  coll::Layout l = coll::layout(gradient, ranks, 262144);
+  Rank ring(coll::Op::allreduce, rank, ranks, channels, l, seed, steps - first);
+  ring.prepare();
+  training::Event step{"step", rank, incarnation};
+  bool saved_ok = true;
+  ring.before_step = [&](int i) {
+    step.step = first + i;
+    step.start_s = mono_s();
+    step.mid_s = step.start_s + compute_s;
+    return compute_s;
+  };
+  ring.after_step = [&](int i) {
+    step.end_s = mono_s();
+    print(step);
+    int s = first + i;
+    if (!training::checkpoint_due(s, every) || ckpt == 0) return;
+    training::Event sv{"save", rank, incarnation, s};
+    sv.start_s = mono_s();
+    std::string err;
+    sv.verified = save(store, slen, rank, s, ckpt, seed, timeout, err);
+    sv.end_s = mono_s();
+    sv.bytes = ckpt;
+    sv.error = err;
+    saved_ok = saved_ok && sv.verified;
+    print(sv);
+  };
+  bool ok = ring.run(next, nlen, ls, timeout);
+  ring.verify();
+  const auto& res = ring.result();
+  end.end_s = mono_s();
+  end.verified = ok && res.verified && saved_ok;
+  end.bytes = res.checked_bytes;
+  if (!res.errors.empty()) end.error = res.errors.front();
+  if (ok) print(end);
+  else {
+    training::Event failed{"failed", rank, incarnation, first};
+    failed.end_s = end.end_s;
+    failed.error = end.error;
+    print(failed);
+  }
+  return end.verified ? 0 : 1;
+}
+
+}  // namespace lanes::traffic_engine

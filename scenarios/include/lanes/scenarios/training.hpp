@@ -1,0 +1,64 @@
+#pragma once
+// A training job as lanes runs it (the training workload): each of its
+// ranks, one per host, repeats a step — compute (a pause: the GPU's work),
+// then a ring all-reduce of the gradient with the other ranks — and after
+// every K-th step saves its checkpoint to a storage server. When the job
+// fails (fault job-fail: every rank killed), it is started again: each rank
+// restores the latest checkpoint every rank saved whole, and the job
+// resumes at the step after it; the steps since are done again (lost).
+//
+// Pure: lanes-traffic's training and store modes run it, the workload
+// computes the figures from the events the ranks print, the unit tests
+// check both.
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace lanes::scenarios::training {
+
+// A checkpoint is saved after step S (from 0) when S+1 is a multiple of EVERY (0: never).
+bool checkpoint_due(int step, int every);
+// The step a job resumes at: the one after the latest checkpoint that all
+// RANKS saved whole (SAVED: step → the ranks that saved it); 0 if none.
+int resume_step(const std::map<int, std::set<int>>& saved, int ranks);
+// The pattern flow of rank RANK's checkpoint after step STEP.
+uint32_t checkpoint_flow(int step, int rank);
+
+// What a rank prints, one JSON line per event, flushed as it happens (a
+// killed rank leaves the events up to its death). Times are the monotonic
+// clock, shared by every namespace of the machine.
+//   start:   the rank (incarnation I) began; it resumes at STEP
+//   restore: it read the checkpoint of STEP (-1: none saved) from START_S to END_S, VERIFIED
+//   step:    step STEP: compute from START_S to MID_S, the all-reduce until END_S
+//   save:    its checkpoint after STEP, from START_S until the store's ack at END_S
+//   end:     every step done; the last all-reduce's output VERIFIED
+struct Event {
+  std::string event;
+  int rank = 0, incarnation = 0, step = -1;
+  double start_s = 0, mid_s = 0, end_s = 0;
+  uint64_t bytes = 0;
+  bool verified = false;
+  std::string error;
+};
+nlohmann::json to_json_line(const Event& e);
+// The events of a rank's output (lines that are not events are skipped).
+std::vector<Event> read_events(const std::string& path);
+
+// The job's figures from every rank's events of every incarnation:
+//   jct_s                 first start to the last rank's end (the job's completion time)
+//   steps, steps_done     asked, and done by every rank (a lost step counts each time)
+//   steps_lost            done again after a failure
+//   step_s                per step of the job as it counted (the final run of each), start to the last rank's end
+//   compute_s, comm_s     sums over those steps: the pauses, and the all-reduces (the last rank's end)
+//   save_s, restore_s     checkpoint saves (every one, the slowest rank's) and restores
+//   recovery_s            from the last event before each failure to the first step after it
+//   wait_fraction         1 - steps · compute / JCT: the share of the job the GPUs idled
+//   completed             every rank ended; verified: and every output, save and restore checked
+//   timeline              per step of each incarnation: start, compute end, all-reduce end, save end
+nlohmann::json figures(const std::vector<Event>& events, int ranks, int steps, double compute_s);
+
+}  // namespace lanes::scenarios::training

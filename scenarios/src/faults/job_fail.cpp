@@ -1,0 +1,17 @@
+#include "faults.hpp"
+
+namespace lanes::scenarios {
+
+const char* JobFail::type() const { return "job-fail"; }
+
+const Attrs& JobFail::attrs() const {
+  static const Attrs a = {{"workload", Kind::workload, true}, {"restart-after", Kind::duration}, {"mark", Kind::name}};
+  return a;
+}
+
+void JobFail::apply(const Step& st, const std::string& label, StepContext& ctx) const {
+  ctx.mark(label, "fault");
+  ctx.fail_workload(st.str("workload"), st.duration("restart-after", std::chrono::milliseconds(1000)));
+}
+
+}  // namespace lanes::scenarios

@@ -1,0 +1,180 @@
+#include "lanes/scenarios/training.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+
+namespace lanes::scenarios::training {
+
+using nlohmann::json;
+
+bool checkpoint_due(int step, int every) { return every > 0 && step >= 0 && (step + 1) % every == 0; }
+
+int resume_step(const std::map<int, std::set<int>>& saved, int ranks) {
+  for (auto it = saved.rbegin(); it != saved.rend(); ++it)
+    if (static_cast<int>(it->second.size()) >= ranks) return it->first + 1;
+  return 0;
+}
+
+uint32_t checkpoint_flow(int step, int rank) {
+  // a flow of its own per (step, rank), apart from the collectives' and transfers' low numbers
+  return 0x80000000u | (static_cast<uint32_t>(step & 0x7fff) << 16) | (static_cast<uint32_t>(rank) & 0xffff);
+}
+
+json to_json_line(const Event& e) {
+  json j = {{"role", "training"}, {"event", e.event},     {"rank", e.rank},   {"incarnation", e.incarnation},
+            {"step", e.step},     {"start_s", e.start_s}, {"mid_s", e.mid_s}, {"end_s", e.end_s},
+            {"bytes", e.bytes},   {"verified", e.verified}};
+  if (!e.error.empty()) j["error"] = e.error;
+  return j;
+}
+
+std::vector<Event> read_events(const std::string& path) {
+  std::vector<Event> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    try {
+      auto j = json::parse(line);
+      if (j.value("role", "") != "training" || !j.contains("event")) continue;
+      Event e;
+      e.event = j.value("event", "");
+      e.rank = j.value("rank", 0);
+      e.incarnation = j.value("incarnation", 0);
+      e.step = j.value("step", -1);
+      e.start_s = j.value("start_s", 0.0);
+      e.mid_s = j.value("mid_s", 0.0);
+      e.end_s = j.value("end_s", 0.0);
+      e.bytes = j.value("bytes", uint64_t{0});
+      e.verified = j.value("verified", false);
+      e.error = j.value("error", "");
+      out.push_back(std::move(e));
+    } catch (const json::exception&) {
+      // a line cut by the rank's death: the events before it stand
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// One step of one incarnation, over the ranks that did it.
+struct StepTimes {
+  double start = std::numeric_limits<double>::max(), mid = 0, end = 0, save_end = 0;
+  int ranks = 0, saved = 0;
+  double save_start = std::numeric_limits<double>::max();
+};
+
+}  // namespace
+
+json figures(const std::vector<Event>& events, int ranks, int steps, double compute_s) {
+  json f;
+  f["ranks"] = ranks;
+  f["steps"] = steps;
+  f["compute_per_step_s"] = compute_s;
+  // (incarnation, step) → the ranks' times
+  std::map<std::pair<int, int>, StepTimes> by;
+  std::map<int, double> inc_first, inc_last;  // an incarnation's first and last event
+  std::map<int, int> inc_ends;                // ranks that ended it
+  std::vector<double> restores;
+  double first = std::numeric_limits<double>::max(), last = 0;
+  bool verified = true;
+  std::vector<std::string> errors;
+  for (const auto& e : events) {
+    double t0 = e.start_s > 0 ? e.start_s : e.end_s;
+    if (t0 > 0) {
+      first = std::min(first, t0);
+      auto [it, fresh] = inc_first.emplace(e.incarnation, t0);
+      if (!fresh) it->second = std::min(it->second, t0);
+    }
+    inc_last[e.incarnation] = std::max(inc_last[e.incarnation], std::max(e.end_s, t0));
+    if (!e.error.empty() && errors.size() < 5) errors.push_back(e.error);
+    if (e.event == "step") {
+      auto& s = by[{e.incarnation, e.step}];
+      s.start = std::min(s.start, e.start_s);
+      s.mid = std::max(s.mid, e.mid_s);
+      s.end = std::max(s.end, e.end_s);
+      ++s.ranks;
+    } else if (e.event == "save") {
+      auto& s = by[{e.incarnation, e.step}];
+      s.save_start = std::min(s.save_start, e.start_s);
+      s.save_end = std::max(s.save_end, e.end_s);
+      if (e.verified) ++s.saved;
+      verified = verified && e.verified;
+    } else if (e.event == "restore") {
+      if (e.step >= 0) {
+        restores.push_back(e.end_s - e.start_s);
+        verified = verified && e.verified;
+      }
+    } else if (e.event == "end") {
+      ++inc_ends[e.incarnation];
+      last = std::max(last, e.end_s);
+      verified = verified && e.verified;
+    }
+  }
+  int final_inc = inc_first.empty() ? 0 : inc_first.rbegin()->first;
+  bool completed = !inc_first.empty() && inc_ends[final_inc] == ranks;
+  f["completed"] = completed;
+  f["incarnations"] = static_cast<int>(inc_first.size());
+  f["failures"] = std::max(0, static_cast<int>(inc_first.size()) - 1);
+  double jct = completed && first < last ? last - first : 0;
+  f["jct_s"] = jct;
+  // steps every rank did, each time; the job's step s is its last run
+  int done = 0;
+  std::map<int, const StepTimes*> job;
+  json timeline = json::array();
+  for (const auto& [key, s] : by) {
+    if (s.ranks < ranks) continue;
+    ++done;
+    job[key.second] = &s;
+    json t = {{"incarnation", key.first}, {"step", key.second}, {"start_s", s.start - (first < last ? first : 0)},
+              {"compute_end_s", s.mid - (first < last ? first : 0)}, {"end_s", s.end - (first < last ? first : 0)}};
+    if (s.saved > 0) t["save_end_s"] = s.save_end - (first < last ? first : 0);
+    timeline.push_back(t);
+  }
+  f["steps_done"] = done;
+  f["steps_lost"] = std::max(0, done - static_cast<int>(job.size()));
+  double comm = 0, comp = 0, saves = 0;
+  std::vector<double> step_s;
+  for (const auto& [step, s] : job) {
+    step_s.push_back(s->end - s->start);
+    comp += s->mid - s->start;
+    comm += s->end - s->mid;
+  }
+  int n_saves = 0;
+  for (const auto& [key, s] : by)
+    if (s.saved > 0) {
+      saves += s.save_end - s.save_start;
+      ++n_saves;
+    }
+  f["step_s"] = step_s;
+  std::vector<double> sorted = step_s;
+  std::sort(sorted.begin(), sorted.end());
+  f["step_p50_s"] = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+  f["compute_s"] = comp;
+  f["comm_s"] = comm;
+  f["saves"] = n_saves;
+  f["save_s"] = saves;
+  f["save_mean_s"] = n_saves ? saves / n_saves : 0.0;
+  double restore = 0;
+  for (double r : restores) restore = std::max(restore, r);
+  f["restore_s"] = restore;  // the slowest rank's, of the last restore
+  // from each failed incarnation's last event to the next one's first step
+  double recovery = 0;
+  for (auto it = inc_first.begin(); it != inc_first.end(); ++it) {
+    auto next = std::next(it);
+    if (next == inc_first.end()) break;
+    double resumed = std::numeric_limits<double>::max();
+    for (const auto& [key, s] : by)
+      if (key.first == next->first && s.ranks > 0) resumed = std::min(resumed, s.start);
+    if (resumed < std::numeric_limits<double>::max()) recovery += resumed - inc_last[it->first];
+  }
+  f["recovery_s"] = recovery;
+  f["wait_fraction"] = jct > 0 ? std::clamp(1.0 - static_cast<double>(steps) * compute_s / jct, 0.0, 1.0) : 0.0;
+  f["bytes_verified"] = completed && verified && static_cast<int>(job.size()) == steps;
+  if (!errors.empty()) f["errors"] = errors;
+  f["timeline"] = timeline;
+  return f;
+}
+
+}  // namespace lanes::scenarios::training

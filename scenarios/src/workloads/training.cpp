@@ -1,0 +1,175 @@
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+
+#include "lanes/scenarios/training.hpp"
+#include "workloads.hpp"
+
+namespace lanes::scenarios {
+
+using nlohmann::json;
+using std::chrono::milliseconds;
+
+const char* Training::type() const { return "training"; }
+
+const Attrs& Training::attrs() const {
+  static const Attrs a = {{"hosts", Kind::hosts},
+                          {"gradient", Kind::size, true},
+                          {"steps", Kind::count, true},
+                          {"compute", Kind::duration, true},
+                          {"checkpoint-every", Kind::integer},
+                          {"checkpoint", Kind::size},
+                          {"server", Kind::server},
+                          {"channels", Kind::count},
+                          {"wait", Kind::boolean},
+                          {"timeout", Kind::duration},
+                          kFamilyAttr};
+  return a;
+}
+
+std::string Training::check(const Step& st, const testbed::Topology& topo) const {
+  size_t n = job_hosts(st, topo).size();
+  if (n < 2) return fmt::format("a training job needs at least 2 job hosts, {} has {}", st.has("hosts") ? "hosts=" : "the topology", n);
+  if (st.has("checkpoint-every") && st.integer("checkpoint-every") < 0) return "checkpoint-every= must be 0 or more";
+  if (st.integer("checkpoint-every", 0) > 0 && (!st.has("server") || !st.has("checkpoint")))
+    return "checkpoints (checkpoint-every=) need server= (the storage server) and checkpoint= (the size of each rank's)";
+  if (st.integer("steps") > 30000) return "steps= must be at most 30000";
+  return "";
+}
+
+std::vector<std::string> Training::sampled_hosts(const Step& st, const testbed::Topology& topo) const {
+  return job_hosts(st, topo);
+}
+
+namespace {
+
+int64_t timeout_s(const Step& st) {
+  return std::max<int64_t>(1, st.duration("timeout", milliseconds(600'000)).count() / 1000);
+}
+
+// Starts the job's ranks (held, then all at once): incarnation W.incarnations - 1.
+void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
+  const Step& st = w.step;
+  const auto& topo = ctx.topo();
+  int n = static_cast<int>(w.hosts.size()), inc = w.incarnations - 1;
+  std::string base = ctx.out_base(st.str("name"));
+  std::string store = st.has("server") ? ctx.server_addr(st.str("server"), wants_v6(st, nullptr)) : "";
+  for (int r = 0; r < n; ++r) {
+    const std::string& host = w.hosts[static_cast<size_t>(r)];
+    const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
+    bool v6 = wants_v6(st, &next);
+    std::vector<std::string> args = {
+        "training", "--rank", std::to_string(r), "--ranks", std::to_string(n), "--to",
+        v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string(), "--port", std::to_string(w.port),
+        "--gradient", std::to_string(st.bytes("gradient")), "--steps", std::to_string(st.integer("steps")),
+        "--compute-ms", std::to_string(st.duration("compute").count()), "--channels",
+        std::to_string(st.integer("channels", 8)), "--incarnation", std::to_string(inc), "--seed",
+        std::to_string(ctx.seed()), "--timeout", std::to_string(timeout_s(st)), "--wait-go"};
+    if (!store.empty())
+      args.insert(args.end(), {"--store", store, "--store-port", std::to_string(w.port + 1), "--checkpoint-every",
+                               std::to_string(st.integer("checkpoint-every", 0)), "--checkpoint",
+                               std::to_string(st.has("checkpoint") ? st.bytes("checkpoint") : 0)});
+    if (resume) args.push_back("--resume");
+    w.clients.push_back(ctx.start_traffic("training " + host, ctx.job_ns(host), std::move(args),
+                                          fmt::format("{}.rank-{}.{}.jsonl", base, r, inc), true));
+  }
+  for (const auto& h : w.hosts) ctx.wait_listening(ctx.job_ns(h), w.port, false, h + "'s job");
+  ctx.go(w.clients);
+}
+
+}  // namespace
+
+// The store on the storage server first (when the job checkpoints), then
+// one rank per host in the order of hosts=, each sending to the next
+// host's task IP.
+void Training::start(WorkloadRun& w, StepContext& ctx) const {
+  const Step& st = w.step;
+  w.hosts = job_hosts(st, ctx.topo());
+  w.port = ctx.take_ports(2);  // the ring's, and the store's
+  if (st.has("server")) {
+    std::string server = st.str("server");
+    w.servers.push_back(ctx.start_traffic(
+        "store " + server, ctx.node_ns(server),
+        {"store", "--port", std::to_string(w.port + 1), "--ranks", std::to_string(w.hosts.size()), "--seed",
+         std::to_string(ctx.seed())},
+        ctx.out_base(st.str("name")) + ".store.json"));
+    ctx.wait_listening(ctx.node_ns(server), w.port + 1, false, server);
+  }
+  w.start_s = ctx.now_s();
+  start_ranks(w, ctx, false);
+}
+
+std::string Training::fail(WorkloadRun& w, StepContext& ctx, milliseconds restart_after) const {
+  // every rank at once, as a job dies when one of its GPUs or hosts does:
+  // nothing is flushed or closed cleanly
+  for (auto& c : w.clients)
+    if (c.d.running()) ::kill(c.d.pid(), SIGKILL);
+  for (auto& c : w.clients) {
+    c.d.wait();
+    w.failed.push_back(std::move(c));
+  }
+  w.clients.clear();
+  ctx.say(fmt::format("job-fail: the {} ranks of {} killed; it restarts from its last checkpoint in {:.1f} s",
+                      w.hosts.size(), w.step.str("name"), restart_after.count() / 1000.0));
+  if (!ctx.sleep(restart_after)) throw StepError("interrupted");
+  ++w.incarnations;
+  start_ranks(w, ctx, true);
+  return "";
+}
+
+json Training::figures(const WorkloadRun& w, double, StepContext&) const {
+  const Step& st = w.step;
+  std::vector<training::Event> events;
+  for (const auto* procs : {&w.failed, &w.clients})
+    for (const auto& p : *procs) {
+      auto e = training::read_events(p.out);
+      events.insert(events.end(), e.begin(), e.end());
+    }
+  int n = static_cast<int>(w.hosts.size());
+  json f = training::figures(events, n, static_cast<int>(st.integer("steps")),
+                             static_cast<double>(st.duration("compute").count()) / 1000);
+  f["hosts"] = w.hosts;
+  f["gradient_bytes"] = st.bytes("gradient");
+  f["checkpoint_every"] = st.integer("checkpoint-every", 0);
+  f["seconds"] = f.value("jct_s", 0.0);  // what completion ratios compare
+  // a rank of the last run that failed (a killed run's ranks may see their
+  // ring break in the instant before their own end: that is the fault's)
+  int errors = 0;
+  for (const auto& e : events)
+    if (e.event == "failed" && e.incarnation == w.incarnations - 1) ++errors;
+  if (!w.servers.empty()) {
+    auto store = traffic::last_object_line(w.servers.front().out);
+    if (!store || store->value("role", "") != "store") {
+      f["bytes_verified"] = false;
+      f["verify_note"] = "the store printed no result";
+    } else {
+      f["store"] = *store;
+      int bad = store->value("bad", 0);
+      errors += bad;
+      if (bad > 0) {
+        f["bytes_verified"] = false;
+        f["verify_note"] = store->value("errors", json::array());
+      }
+    }
+  }
+  if (!f.value("completed", false)) ++errors;
+  f["connection_errors"] = errors;
+  return f;
+}
+
+std::string Training::summary(const json& f) const {
+  std::string failures = f.value("failures", 0) > 0
+                             ? fmt::format(", {} failure(s): {} steps lost, recovery {:.2f} s, restore {:.2f} s",
+                                           f.value("failures", 0), f.value("steps_lost", 0), f.value("recovery_s", 0.0),
+                                           f.value("restore_s", 0.0))
+                             : "";
+  std::string saves = f.value("saves", 0) > 0
+                          ? fmt::format(", {} checkpoints of {:.2f} s", f.value("saves", 0), f.value("save_mean_s", 0.0))
+                          : "";
+  return fmt::format(": {} steps, JCT {:.2f} s, step p50 {:.3f} s, GPUs idle {:.0f}%{}{}, {}", f.value("steps", 0),
+                     f.value("jct_s", 0.0), f.value("step_p50_s", 0.0), 100 * f.value("wait_fraction", 0.0), saves,
+                     failures, f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified");
+}
+
+}  // namespace lanes::scenarios
