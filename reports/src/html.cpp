@@ -176,6 +176,63 @@ std::string bar_chart(const std::vector<std::pair<std::string, double>>& bars, c
   return o.str();
 }
 
+// A training job's steps, a row per phase on one time scale (seconds from
+// the job's start): each step's compute in grey, its all-reduce in blue, a
+// checkpoint save in orange; the steps of a run that failed are outlined in
+// red, and the restart shows as the gap before the next run's steps. The
+// row's end is the job's completion time, written beside it.
+std::string timeline_chart(const std::vector<std::pair<std::string, const nlohmann::json*>>& rows) {
+  double tmax = 0, label_w = 0;
+  for (const auto& [name, f] : rows) {
+    tmax = std::max(tmax, f->value("jct_s", 0.0));
+    for (const auto& t : f->value("timeline", nlohmann::json::array()))
+      tmax = std::max({tmax, t.value("end_s", 0.0), t.value("save_end_s", 0.0)});
+    label_w = std::max(label_w, text_width(name, 11));
+  }
+  if (tmax <= 0) tmax = 1;
+  const int rowh = 30, L = static_cast<int>(std::ceil(label_w)) + 12, R = 90, T = 8, W = 1100;
+  const int H = T + static_cast<int>(rows.size()) * rowh + 40;
+  auto X = [&](double t) { return L + (W - L - R) * t / tmax; };
+  std::ostringstream o;
+  o << fmt::format(
+      R"(<svg class="timeline" xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 {} {}" role="img">)", W, H);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& [name, f] = rows[i];
+    double y = T + static_cast<double>(i) * rowh;
+    o << fmt::format(R"(<text x="{}" y="{:.0f}" font-size="11" text-anchor="end" fill="#1d2330">{}</text>)", L - 6,
+                     y + 17, esc(name));
+    int last_inc = 0;
+    for (const auto& t : f->value("timeline", nlohmann::json::array()))
+      last_inc = std::max(last_inc, t.value("incarnation", 0));
+    for (const auto& t : f->value("timeline", nlohmann::json::array())) {
+      double a = t.value("start_s", 0.0), m = t.value("compute_end_s", a), e = t.value("end_s", m);
+      bool lost = t.value("incarnation", 0) < last_inc;
+      std::string edge = lost ? R"( stroke="#d62728" stroke-width="1.5")" : "";
+      o << fmt::format(R"(<rect class="compute" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="20" fill="#b8b8b8"{}><title>step {} compute {:.2f} s</title></rect>)",
+                       X(a), y + 3, std::max(0.5, X(m) - X(a)), edge, t.value("step", 0), m - a);
+      o << fmt::format(R"(<rect class="comm" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="20" fill="#1f77b4"{}><title>step {} all-reduce {:.2f} s</title></rect>)",
+                       X(m), y + 3, std::max(0.5, X(e) - X(m)), edge, t.value("step", 0), e - m);
+      if (t.contains("save_end_s")) {
+        double se = t.value("save_end_s", e);
+        o << fmt::format(R"(<rect class="save" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="20" fill="#ff7f0e"{}><title>checkpoint after step {}: {:.2f} s</title></rect>)",
+                         X(e), y + 3, std::max(0.5, X(se) - X(e)), edge, t.value("step", 0), se - e);
+      }
+    }
+    double jct = f->value("jct_s", 0.0);
+    o << fmt::format(R"(<text x="{:.1f}" y="{:.0f}" font-size="11" fill="#1d2330">{}</text>)", X(jct) + 5, y + 17,
+                     jct > 0 ? fmt::format("JCT {:.1f} s", jct) : std::string("not completed"));
+  }
+  double plot_b = T + static_cast<double>(rows.size()) * rowh + 2;
+  double step = axis_step(tmax);
+  for (double t = 0; t <= tmax + 1e-9; t += step)
+    o << fmt::format(R"(<line x1="{:.1f}" y1="{:.0f}" x2="{:.1f}" y2="{:.0f}" stroke="#c8ccd4"/><text x="{:.1f}" y="{:.0f}" font-size="10" text-anchor="middle" fill="#555">{:g} s</text>)",
+                     X(t), plot_b, X(t), plot_b + 4, X(t), plot_b + 15, t);
+  legend(o, {"compute", "all-reduce", "checkpoint save", "lost (a run that failed)"},
+         {"#b8b8b8", "#1f77b4", "#ff7f0e", "#d62728"}, L, W - R, plot_b + 32);
+  o << "</svg>";
+  return o.str();
+}
+
 // A stretch of a chart with a name: a workload's run, an assertion's window.
 struct Span {
   double from = 0, to = 0;
@@ -497,6 +554,17 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
       << "<div class=\"chart\"><p class=\"title\">p99 of the requests issued in each second, by phase</p>"
       << line_chart(v, labels, {}, {}, "p99 ms") << "</div>";
   }
+  // a training job's steps, every phase on one time scale
+  std::map<std::string, std::vector<std::pair<std::string, const nlohmann::json*>>> jobs;
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads)
+      if (w.figures.contains("timeline") && w.figures["timeline"].is_array())
+        jobs[w.name].push_back({p.name, &w.figures});
+  for (const auto& [name, rows] : jobs)
+    o << fmt::format("<h3>Step timeline — {}</h3>", esc(name))
+      << "<div class=\"chart wide\"><p class=\"title\">each step's compute, all-reduce and checkpoint, seconds from "
+         "the job's start</p>"
+      << timeline_chart(rows) << "</div>";
   o << "<h3>Topology: " << esc(s.topology.name) << "</h3><div class=\"chart\">" << topology_svg(s.topology) << "</div>";
   if (!s.log_tail.empty()) o << "<h3>Log</h3><pre>" << esc(s.log_tail) << "</pre>";
   o << "</section>";

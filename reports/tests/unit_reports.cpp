@@ -217,6 +217,44 @@ TEST_CASE("HTML report draws an open-loop workload's latency over the run, a lin
   CHECK(html.find(">four-nics</text>") != std::string::npos);
 }
 
+TEST_CASE("report: a training job's step timeline, a row per phase on one scale, a failed run's steps outlined", "[unit]") {
+  RunResult r;
+  r.scenarios.emplace_back();
+  auto& sc = r.scenarios.back();
+  sc.name = "training-jct";
+  auto step = [](int inc, int s, double a, double m, double e) {
+    return nlohmann::json{{"incarnation", inc}, {"step", s}, {"start_s", a}, {"compute_end_s", m}, {"end_s", e}};
+  };
+  WorkloadResult job;
+  job.name = "job";
+  job.type = "training";
+  nlohmann::json tl = nlohmann::json::array({step(0, 0, 0, 0.5, 2), step(0, 1, 2, 2.5, 4), step(0, 2, 4, 4.5, 6)});
+  tl[1]["save_end_s"] = 4.5;
+  job.figures = {{"jct_s", 6.0}, {"timeline", tl}};
+  PhaseResult four;
+  four.name = "four-nics";
+  four.workloads.push_back(job);
+  // the failed phase: step 1 done, the job killed in step 2, resumed at step 2 after a 3 s gap
+  tl = nlohmann::json::array({step(0, 0, 0, 0.5, 2), step(0, 1, 2, 2.5, 4), step(1, 2, 7, 7.5, 9)});
+  tl[1]["save_end_s"] = 4.5;
+  job.figures = {{"jct_s", 9.0}, {"timeline", tl}};
+  PhaseResult failures;
+  failures.name = "failures";
+  failures.workloads.push_back(job);
+  sc.phases = {four, failures};
+  std::string html = html_report(r);
+  CHECK(html.find("Step timeline — job") != std::string::npos);
+  CHECK(count(html, "<svg class=\"timeline\"") == 1);
+  CHECK(count(html, "<rect class=\"compute\"") == 6);
+  CHECK(count(html, "<rect class=\"comm\"") == 6);
+  CHECK(count(html, "<rect class=\"save\"") == 2);
+  // the failed run's two steps (compute, all-reduce and the save each) are outlined red
+  CHECK(count(html, "stroke=\"#d62728\" stroke-width=\"1.5\"") == 5);
+  CHECK(html.find(">JCT 6.0 s</text>") != std::string::npos);
+  CHECK(html.find(">JCT 9.0 s</text>") != std::string::npos);
+  CHECK(html.find(">failures</text>") != std::string::npos);
+}
+
 TEST_CASE("compare classifies a flipped verdict, a fix, drift beyond the threshold and what one run lacks", "[unit]") {
   CompareThresholds t;  // 5%
   auto n = [](double v) { return std::optional<double>(v); };

@@ -170,9 +170,27 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
     if (resumed < std::numeric_limits<double>::max()) recovery += resumed - inc_last[it->first];
   }
   f["recovery_s"] = recovery;
+  // the work a failure threw away: from the end of the run's last
+  // checkpoint every rank saved (its first step's start if none) to its
+  // last event
+  double lost = 0;
+  for (auto it = inc_first.begin(); it != inc_first.end(); ++it) {
+    if (std::next(it) == inc_first.end()) break;
+    double kept = std::numeric_limits<double>::max();
+    for (const auto& [key, s] : by)
+      if (key.first == it->first && s.ranks > 0) kept = std::min(kept, s.start);
+    for (const auto& [key, s] : by)
+      if (key.first == it->first && s.saved >= ranks) kept = std::max(kept, s.save_end);
+    if (kept < std::numeric_limits<double>::max()) lost += std::max(0.0, inc_last[it->first] - kept);
+  }
+  f["lost_s"] = lost;
   f["wait_fraction"] = jct > 0 ? std::clamp(1.0 - static_cast<double>(steps) * compute_s / jct, 0.0, 1.0) : 0.0;
   f["bytes_verified"] = completed && verified && static_cast<int>(job.size()) == steps;
   if (!errors.empty()) f["errors"] = errors;
+  uint64_t checked = 0;  // the last all-reduce's output and the restores, every rank
+  for (const auto& e : events)
+    if ((e.event == "end" || e.event == "restore") && e.verified) checked += e.bytes;
+  f["verified_bytes"] = checked;
   f["timeline"] = timeline;
   return f;
 }

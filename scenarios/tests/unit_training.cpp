@@ -108,6 +108,8 @@ TEST_CASE("a training job's figures: completion time, steps lost, recovery and t
   CHECK(f["restore_s"].get<double>() == Approx(0.75));
   // the last event of the first run (step 4 ended at 103.5) to the resumed step 4's start (106.25)
   CHECK(f["recovery_s"].get<double>() == Approx(2.75));
+  // the first run's last whole checkpoint ended at 103.0 (after step 3); it ran on to 103.5
+  CHECK(f["lost_s"].get<double>() == Approx(0.5));
   CHECK(f["saves"] == 3);
   CHECK(f["save_mean_s"].get<double>() == Approx(0.5));
   // the job's 6 steps as counted (4 and 5 from the second run): 0.1 compute, 0.4 all-reduce each

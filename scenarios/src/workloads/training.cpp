@@ -145,6 +145,7 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
       f["verify_note"] = "the store printed no result";
     } else {
       f["store"] = *store;
+      f["verified_bytes"] = f.value("verified_bytes", uint64_t{0}) + store->value("verified_bytes", uint64_t{0});
       int bad = store->value("bad", 0);
       errors += bad;
       if (bad > 0) {
@@ -160,9 +161,10 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
 
 std::string Training::summary(const json& f) const {
   std::string failures = f.value("failures", 0) > 0
-                             ? fmt::format(", {} failure(s): {} steps lost, recovery {:.2f} s, restore {:.2f} s",
-                                           f.value("failures", 0), f.value("steps_lost", 0), f.value("recovery_s", 0.0),
-                                           f.value("restore_s", 0.0))
+                             ? fmt::format(", {} failure(s): {} steps lost ({:.2f} s of work), recovery {:.2f} s, "
+                                           "restore {:.2f} s",
+                                           f.value("failures", 0), f.value("steps_lost", 0), f.value("lost_s", 0.0),
+                                           f.value("recovery_s", 0.0), f.value("restore_s", 0.0))
                              : "";
   std::string saves = f.value("saves", 0) > 0
                           ? fmt::format(", {} checkpoints of {:.2f} s", f.value("saves", 0), f.value("save_mean_s", 0.0))

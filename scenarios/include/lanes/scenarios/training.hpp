@@ -56,6 +56,8 @@ std::vector<Event> read_events(const std::string& path);
 //   compute_s, comm_s     sums over those steps: the pauses, and the all-reduces (the last rank's end)
 //   save_s, restore_s     checkpoint saves (every one, the slowest rank's) and restores
 //   recovery_s            from the last event before each failure to the first step after it
+//   lost_s                the work each failure threw away: its run's last whole checkpoint to its last event
+//   verified_bytes        checked by the ranks: the last all-reduce's output and the restores
 //   wait_fraction         1 - steps · compute / JCT: the share of the job the GPUs idled
 //   completed             every rank ended; verified: and every output, save and restore checked
 //   timeline              per step of each incarnation: start, compute end, all-reduce end, save end
