@@ -5,7 +5,7 @@
 //       --gradient BYTES --steps S --compute-ms MS --store ADDR
 //       --store-port Q [--checkpoint-every K] [--checkpoint BYTES]
 //       [--channels C] [--incarnation I] [--resume] [--seed SEED]
-//       [--timeout SECONDS] [--wait-go]
+//       [--timeout SECONDS] [--wait-go] [--next-port P2]
 //   With --resume it first restores the latest checkpoint every rank saved
 //   whole (every byte checked) and goes on at the step after it. Each step
 //   is a pause of MS (the compute) and a ring all-reduce of BYTES with the
@@ -282,6 +282,7 @@ int training_main(int argc, char** argv) {
   double compute_s = std::stod(arg(argc, argv, "--compute-ms").value_or("0")) / 1000;
   double timeout = std::stod(arg(argc, argv, "--timeout").value_or("600"));
   int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+  int next_port = std::stoi(arg(argc, argv, "--next-port").value_or(std::to_string(port)));
   int store_port = std::stoi(arg(argc, argv, "--store-port").value_or("0"));
   bool resume = has_flag(argc, argv, "--resume");
   std::string why;
@@ -295,7 +296,7 @@ int training_main(int argc, char** argv) {
   socklen_t nlen = 0, slen = 0;
   auto to = arg(argc, argv, "--to"), at = arg(argc, argv, "--store");
   if (why.empty() && !to) why = "--to NEXT (the next rank's address) is required";
-  if (why.empty() && !make_addr(*to, port, next, nlen)) why = "bad address " + *to;
+  if (why.empty() && !make_addr(*to, next_port, next, nlen)) why = "bad address " + *to;
   if (why.empty() && (every > 0 || resume) && (!at || store_port <= 0))
     why = "--store ADDR and --store-port Q are required with checkpoints";
   if (why.empty() && at && !make_addr(*at, store_port, store, slen)) why = "bad store address " + *at;

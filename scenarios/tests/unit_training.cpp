@@ -153,3 +153,4 @@ TEST_CASE("a rank's event lines are read back, a line cut by its death skipped",
   CHECK(e[1].rank == 1);
   CHECK(e[1].mid_s == Approx(5.1));
 }
+
