@@ -202,11 +202,19 @@ void HostAgent::apply(Nic& s, bool up) {
         if (auto st = hnl_.add_neighbor(s.jnic_idx, *ip, s.eth_mac, s.jnic); !st) lg::warn("{}", st.error().what());
   if (up) restore_routes(s, true);
   if (up && cfg_.mode != "single") {
-    // the kernel dropped the container's next hops with the link; restore them
+    // the kernel dropped the container's next hops with the link; restore
+    // them, on-link: the link came up a moment ago, and until the kernel's
+    // link watch runs its IPv6 routes say it is down (an IPv6 next hop
+    // checked against them failed, and the IPv6 group lost the NIC for good)
     if (!cfg_.task4.empty())
-      (void)cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true);
+      if (auto st = cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true, 4, true);
+          !st)
+        lg::warn("{}", st.error().what());
     if (!cfg_.task6.empty())
-      (void)cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true);
+      if (auto st =
+              cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true, 4, true);
+          !st)
+        lg::warn("{}", st.error().what());
     set_egress_groups(settled ? &s : nullptr);
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
@@ -237,15 +245,41 @@ void HostAgent::set_egress_groups(const Nic* returned) {
   // job's own flows are the container's local sockets, which keep the
   // route they looked up (their buckets never look busy, and a bucket
   // that moves does not make them look again); a group replaced does
-  if (returned && cfg_.unbalanced_timer_s > 0)
+  if (returned && cfg_.unbalanced_timer_s > 0) {
     evening_ = std::chrono::steady_clock::now() + rejoin_phase(cfg_.unbalanced_timer_s);
+    evening_nic_ = returned->index;
+    evening_waits_ = 0;
+  }
   if (weighted)
     lg::info("{}: {} back: weighted in the egress groups for one unbalanced timer", cfg_.host, returned->ifname);
 }
 
 void HostAgent::tick(std::chrono::steady_clock::time_point now) {
   if (!evening_ || *evening_ > now) return;
+  // evened before the kernel's upkeep gave the returned NIC its buckets,
+  // the groups would be replaced as they were, the job's sockets would look
+  // their routes up again into the old buckets and keep them: it waits for
+  // the buckets (a quarter second at a time, two seconds at most)
+  size_t up = 0;
+  bool back = false;  // the returned NIC is still up (down again: nothing to wait for)
+  for (const auto& o : nics_) {
+    up += o.up;
+    back = back || (evening_nic_ && o.index == *evening_nic_ && o.up);
+  }
+  bool moved = true;
+  for (uint32_t base : {1u, 101u}) {
+    if ((base == 1 ? cfg_.task4 : cfg_.task6).empty() || !back) continue;
+    if (auto b = cnl_.nexthop_bucket_activity(base == 1 ? 1000 : 1001))
+      moved = moved && holds_share(b.value(), base + static_cast<uint32_t>(*evening_nic_), up);
+  }
+  if (!moved && evening_waits_ < 8) {
+    ++evening_waits_;
+    evening_ = now + std::chrono::milliseconds(250);
+    return;
+  }
+  if (!moved) lg::warn("{}: the kernel has not moved a returned NIC's buckets to it after 2 s; evening anyway", cfg_.host);
   evening_.reset();
+  evening_nic_.reset();
   set_egress_groups(nullptr);
 }
 

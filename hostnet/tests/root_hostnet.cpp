@@ -232,6 +232,18 @@ TEST_CASE("a NIC going down gets no new flows and its flows move without a reset
     CHECK(entries.size() == 2);  // the container side's IPv4 and IPv6 address
     for (const auto& e : entries)
       CHECK(e.value("state", nlohmann::json::array()).dump().find("PERMANENT") != std::string::npos);
+    // both egress groups have the NIC again: its IPv6 next hop too, added
+    // the moment the link came up (checked against the routes then, it
+    // failed: the kernel had not yet seen the carrier, and the IPv6 group
+    // stayed at three NICs)
+    for (const char* group : {"1000", "1001"}) {
+      INFO(group);
+      std::string out;
+      REQUIRE(env.in_job(h, {"ip", "-j", "nexthop", "show", "id", group}, &out) == 0);
+      auto g = nlohmann::json::parse(out);
+      REQUIRE(g.size() == 1);
+      CHECK(g[0].value("group", nlohmann::json::array()).size() == 4);
+    }
   }
 }
 

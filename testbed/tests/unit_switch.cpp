@@ -274,6 +274,20 @@ TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop,
   CHECK_FALSE(a.next_deadline());
 }
 
+TEST_CASE("holds_share: a returned member holds its even share of the buckets, one short allowed", "[unit]") {
+  auto group = [](std::vector<std::pair<uint32_t, size_t>> held) {
+    std::vector<BucketInfo> b;
+    for (auto [nh, n] : held) b.insert(b.end(), n, BucketInfo{nh, 0});
+    return b;
+  };
+  CHECK_FALSE(holds_share(group({{1, 43}, {2, 43}, {4, 42}}), 3, 4));  // not moved yet
+  CHECK_FALSE(holds_share(group({{1, 40}, {2, 40}, {3, 8}, {4, 40}}), 3, 4));  // moving
+  CHECK(holds_share(group({{1, 32}, {2, 32}, {3, 32}, {4, 32}}), 3, 4));
+  CHECK(holds_share(group({{1, 33}, {2, 33}, {3, 31}, {4, 31}}), 3, 4));  // one short of 32
+  CHECK(holds_share(group({{1, 20}, {2, 20}, {3, 68}, {4, 20}}), 3, 4));  // weighted: more than its share
+  CHECK(holds_share({}, 3, 4));  // no group to read
+}
+
 TEST_CASE("rejoin_weight: a returned member's weight is its share of the busy buckets", "[unit]") {
   auto buckets = [](size_t n, size_t busy) {
     std::vector<BucketInfo> b(n, BucketInfo{1, 500});

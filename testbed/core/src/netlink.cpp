@@ -615,7 +615,7 @@ Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
 }
 
 Status Netlink::add_nexthop(uint32_t id, int oif, const std::optional<IpAddr>& gateway, bool replace,
-                            int protocol) {
+                            int protocol, bool onlink) {
   std::string what =
       fmt::format("adding nexthop {} via {} dev {} in {}", id, gateway ? gateway->to_string() : "-", oif, ns_);
   MsgBuilder b(RTM_NEWNEXTHOP, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | (replace ? int{NLM_F_REPLACE} : int{NLM_F_EXCL}),
@@ -623,6 +623,7 @@ Status Netlink::add_nexthop(uint32_t id, int oif, const std::optional<IpAddr>& g
   nhmsg nhm{};
   nhm.nh_family = static_cast<unsigned char>(gateway ? family_of(*gateway) : AF_INET);
   nhm.nh_protocol = static_cast<unsigned char>(protocol);
+  if (onlink && gateway) nhm.nh_flags = RTNH_F_ONLINK;
   LANES_TRY(b.header(nhm));
   LANES_TRY(b.u32(NHA_ID, id));
   LANES_TRY(b.u32(NHA_OIF, static_cast<uint32_t>(oif)));

@@ -15,4 +15,11 @@ uint16_t rejoin_weight(const std::vector<BucketInfo>& buckets, size_t members, s
   return static_cast<uint16_t>(std::clamp(std::lround(w), 1L, 255L));
 }
 
+bool holds_share(const std::vector<BucketInfo>& buckets, uint32_t nh, size_t members) {
+  if (buckets.empty() || members == 0) return true;  // nothing to hold, or no group to read
+  size_t held = 0;
+  for (const auto& b : buckets) held += b.nh_id == nh;
+  return held + 1 >= buckets.size() / members;
+}
+
 }  // namespace lanes::testbed

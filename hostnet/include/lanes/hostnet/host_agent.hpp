@@ -101,6 +101,8 @@ class HostAgent {
   std::vector<Nic> nics_;
   std::optional<Datapath> dp_;
   std::optional<std::chrono::steady_clock::time_point> evening_;  // the egress groups' weights go even
+  std::optional<int> evening_nic_;  // the NIC whose return it follows
+  int evening_waits_ = 0;           // quarter seconds it waited for the kernel's upkeep
   std::chrono::steady_clock::time_point changed_ = std::chrono::steady_clock::now();  // a NIC's last change
 };
 

@@ -196,8 +196,12 @@ class Netlink {
   Result<std::vector<RouteEntry>> route_entries(int family);
 
   // A nexthop object on OIF, through GATEWAY (none: a device nexthop).
+  // ONLINK: the gateway is the link's peer, whatever the routes say (an
+  // IPv6 gateway is otherwise checked against routes the kernel marks
+  // down until its link watch has seen the carrier return, a while after
+  // the link came up)
   Status add_nexthop(uint32_t id, int oif, const std::optional<IpAddr>& gateway, bool replace = false,
-                     int protocol = 4);
+                     int protocol = 4, bool onlink = false);
   Status add_nexthop_group(uint32_t id, const std::vector<std::pair<uint32_t, uint16_t>>& members,
                            const std::optional<ResilientParams>& resilient, bool replace = false,
                            int protocol = 4);

@@ -33,6 +33,11 @@ inline constexpr uint64_t kBusyBucketCs = kBusyWindow.count() / 10;
 // buckets anyway.
 uint16_t rejoin_weight(const std::vector<BucketInfo>& buckets, size_t members, size_t returned);
 
+// The kernel has given member NH of a group of MEMBERS up its share of
+// BUCKETS: at least an even share, one short allowed (the rest of a bucket
+// count that does not divide evenly).
+bool holds_share(const std::vector<BucketInfo>& buckets, uint32_t nh, size_t members);
+
 // How long the weighted phase lasts: the unbalanced timer and a margin for
 // the kernel's upkeep to run.
 inline std::chrono::milliseconds rejoin_phase(uint32_t unbalanced_timer_s) {
