@@ -358,9 +358,50 @@ TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs
     std::string msg = sup.error().what();
     INFO(msg);
     CHECK(msg.find("r1-tor-gobgpd.log") != std::string::npos);
+    CHECK(msg.find("(3 starts)") != std::string::npos);  // tried again before it gave up
   }
   CHECK(took < std::chrono::seconds(25));
   teardown_run(id, {}, reg.base());
+  (void)reg.remove_dir(id);
+}
+
+TEST_CASE("a daemon that crashes once before the run is ready is started again and the run comes up", "[root]") {
+  lanes::test::require_root();
+  RunRegistry reg;
+  std::string id = reg.new_id();
+  auto lock = reg.create(id);
+  REQUIRE(lock.ok());
+  auto topo = load_topology(topology("laptop.xml"));
+  auto tb = Testbed::build(topo, id);
+  REQUIRE(tb.ok());
+  std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
+  DeployContext ctx{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}};
+  REQUIRE(deploy_switches(ctx).ok());
+  // r1-tor's gobgpd dies with status 2 on its first start (as gobgpd's Go
+  // runtime was seen to), then runs as it should
+  std::string mark = reg.dir(id) + "/crashed-once";
+  bool wrapped = false;
+  for (auto& d : ctx.daemons)
+    if (d.node == "r1-tor" && d.name == "gobgpd") {
+      std::vector<std::string> argv = {"sh", "-c", "if [ -e " + mark + " ]; then exec \"$@\"; fi; touch " + mark + "; exit 2",
+                                       "gobgpd"};
+      argv.insert(argv.end(), d.argv.begin(), d.argv.end());
+      d.argv = argv;
+      wrapped = true;
+    }
+  REQUIRE(wrapped);
+  REQUIRE(write_daemon_requests(reg, id, ctx.daemons).ok());
+  auto sup = start_supervisor(reg, id, std::chrono::seconds(30), lanes::test::lanes_bin());
+  if (!sup.ok()) FAIL(sup.error().what());
+  std::string exited, restarted;
+  for (const auto& e : read_events(reg, id))
+    if (e.value("node", "") == "r1-tor" && e.value("daemon", "") == "gobgpd") {
+      if (e.value("event", "") == "exited") exited = e.dump();
+      if (e.value("event", "") == "restarted") restarted = e.dump();
+    }
+  CHECK(exited.find("\"status\":2") != std::string::npos);
+  CHECK_FALSE(restarted.empty());
+  teardown_run(id, {sup.value()}, reg.base());
   (void)reg.remove_dir(id);
 }
 

@@ -212,16 +212,35 @@ class Supervisor {
     return {};
   }
 
-  // Fails if a daemon of WAVE or an earlier one has exited: one that is
-  // waited for, or one it waits for (a FIB agent for its gobgpd).
+  // Fails if a daemon of WAVE or an earlier one has exited (one that is
+  // waited for, or one it waits for: a FIB agent for its gobgpd) more than
+  // kStartAttempts times. Before that it is started again, as it would be
+  // once the run is ready: a daemon that crashes at random (gobgpd's Go
+  // runtime was seen to, in a GC stack copy, once in a few thousand
+  // starts) does not fail a fleet's bring-up; one that cannot start fails
+  // it with its last words.
   Status none_exited(int wave) {
-    for (auto& m : managed_)
-      if (m.req.wave <= wave && m.daemon.pid() > 0 && !m.daemon.running())
-        return os_error(EIO, fmt::format("{} exited with status {} before the run was ready; see {}:\n{}",
-                                         m.spec.name, m.daemon.exit_status().value_or(-1), m.spec.log_path,
+    for (auto& m : managed_) {
+      if (m.req.wave > wave || m.daemon.pid() <= 0 || m.daemon.running()) continue;
+      int status = m.daemon.exit_status().value_or(-1);
+      if (m.restarts + 1 >= kStartAttempts)
+        return os_error(EIO, fmt::format("{} exited with status {} before the run was ready ({} starts); see {}:\n{}",
+                                         m.spec.name, status, m.restarts + 1, m.spec.log_path,
                                          log::tail_of(m.spec.log_path, 5, "  ")));
+      append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "exited"}, {"status", status}});
+      log::warn("supervisor: {} exited with status {} before the run was ready; starting it again", m.spec.name,
+                status);
+      auto d = Daemon::start(m.spec);
+      if (!d) return d.error();
+      m.daemon = std::move(d).value();
+      ++m.restarts;
+      append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "restarted"}, {"pid", m.daemon.pid()},
+                    {"restarts", m.restarts}});
+      publish();
+    }
     return {};
   }
+  static constexpr int kStartAttempts = 3;
 
   // Keeps them alive: a daemon that exits is recorded and restarted with
   // backoff. The loop sleeps until a daemon or the owner exits (their
