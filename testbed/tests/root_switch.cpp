@@ -335,18 +335,30 @@ TEST_CASE("gobgpd killed the moment its last session came up: the FIB agent wait
   CHECK(*fewest == 4);
 }
 
-TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root]") {
-  lanes::test::require_root();
+// laptop.xml's namespaces and its switches' daemons deployed (their
+// requests not yet written): what a supervisor is then started on
+struct SwitchesDeployed {
   RunRegistry reg;
   std::string id = reg.new_id();
-  auto lock = reg.create(id);
-  REQUIRE(lock.ok());
-  auto topo = load_topology(topology("laptop.xml"));
-  auto tb = Testbed::build(topo, id);
-  REQUIRE(tb.ok());
-  std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
-  DeployContext ctx{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}};
-  REQUIRE(deploy_switches(ctx).ok());
+  Result<RunLock> lock = reg.create(id);
+  Topology topo = load_topology(topology("laptop.xml"));
+  Result<Testbed> tb = Testbed::build(topo, id);
+  std::optional<DeployContext> ctx;
+  SwitchesDeployed() {
+    REQUIRE(lock.ok());
+    REQUIRE(tb.ok());
+    std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
+    ctx.emplace(DeployContext{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}});
+    REQUIRE(deploy_switches(*ctx).ok());
+  }
+};
+
+TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root]") {
+  lanes::test::require_root();
+  SwitchesDeployed run;
+  auto& reg = run.reg;
+  const std::string& id = run.id;
+  auto& ctx = *run.ctx;
   REQUIRE(write_daemon_requests(reg, id, ctx.daemons).ok());
   // break it after the check, as a bad config would
   std::ofstream(switch_files(reg, id, "r1-tor").gobgp_config) << "[global.config]\n  as = \"not a number\"\n";
@@ -367,16 +379,10 @@ TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs
 
 TEST_CASE("a daemon that crashes once before the run is ready is started again and the run comes up", "[root]") {
   lanes::test::require_root();
-  RunRegistry reg;
-  std::string id = reg.new_id();
-  auto lock = reg.create(id);
-  REQUIRE(lock.ok());
-  auto topo = load_topology(topology("laptop.xml"));
-  auto tb = Testbed::build(topo, id);
-  REQUIRE(tb.ok());
-  std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
-  DeployContext ctx{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}};
-  REQUIRE(deploy_switches(ctx).ok());
+  SwitchesDeployed run;
+  auto& reg = run.reg;
+  const std::string& id = run.id;
+  auto& ctx = *run.ctx;
   // r1-tor's gobgpd dies with status 2 on its first start (as gobgpd's Go
   // runtime was seen to), then runs as it should
   std::string mark = reg.dir(id) + "/crashed-once";
