@@ -178,8 +178,8 @@ std::string bar_chart(const std::vector<std::pair<std::string, double>>& bars, c
 
 // A training job's steps, a row per phase on one time scale (seconds from
 // the job's start): each step's compute in grey, its all-reduce in blue, a
-// checkpoint save in orange; the steps of a run that failed are outlined in
-// red, and the restart shows as the gap before the next run's steps. The
+// checkpoint save in orange; the steps a failure made the job do again are
+// outlined in red, and the restart shows as the gap before the next run's steps. The
 // row's end is the job's completion time, written beside it.
 std::string timeline_chart(const std::vector<std::pair<std::string, const nlohmann::json*>>& rows) {
   double tmax = 0, label_w = 0;
@@ -201,12 +201,14 @@ std::string timeline_chart(const std::vector<std::pair<std::string, const nlohma
     double y = T + static_cast<double>(i) * rowh;
     o << fmt::format(R"(<text x="{}" y="{:.0f}" font-size="11" text-anchor="end" fill="#1d2330">{}</text>)", L - 6,
                      y + 17, esc(name));
-    int last_inc = 0;
+    // a step a later run did again was lost (the ones before the
+    // checkpoint it resumed from were kept)
+    std::map<int, int> last_run;
     for (const auto& t : f->value("timeline", nlohmann::json::array()))
-      last_inc = std::max(last_inc, t.value("incarnation", 0));
+      last_run[t.value("step", 0)] = std::max(last_run[t.value("step", 0)], t.value("incarnation", 0));
     for (const auto& t : f->value("timeline", nlohmann::json::array())) {
       double a = t.value("start_s", 0.0), m = t.value("compute_end_s", a), e = t.value("end_s", m);
-      bool lost = t.value("incarnation", 0) < last_inc;
+      bool lost = t.value("incarnation", 0) < last_run[t.value("step", 0)];
       std::string edge = lost ? R"( stroke="#d62728" stroke-width="1.5")" : "";
       o << fmt::format(R"(<rect class="compute" x="{:.1f}" y="{:.0f}" width="{:.1f}" height="20" fill="#b8b8b8"{}><title>step {} compute {:.2f} s</title></rect>)",
                        X(a), y + 3, std::max(0.5, X(m) - X(a)), edge, t.value("step", 0), m - a);
@@ -227,7 +229,7 @@ std::string timeline_chart(const std::vector<std::pair<std::string, const nlohma
   for (double t = 0; t <= tmax + 1e-9; t += step)
     o << fmt::format(R"(<line x1="{:.1f}" y1="{:.0f}" x2="{:.1f}" y2="{:.0f}" stroke="#c8ccd4"/><text x="{:.1f}" y="{:.0f}" font-size="10" text-anchor="middle" fill="#555">{:g} s</text>)",
                      X(t), plot_b, X(t), plot_b + 4, X(t), plot_b + 15, t);
-  legend(o, {"compute", "all-reduce", "checkpoint save", "lost (a run that failed)"},
+  legend(o, {"compute", "all-reduce", "checkpoint save", "lost: done again after a failure"},
          {"#b8b8b8", "#1f77b4", "#ff7f0e", "#d62728"}, L, W - R, plot_b + 32);
   o << "</svg>";
   return o.str();

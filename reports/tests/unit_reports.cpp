@@ -217,7 +217,7 @@ TEST_CASE("HTML report draws an open-loop workload's latency over the run, a lin
   CHECK(html.find(">four-nics</text>") != std::string::npos);
 }
 
-TEST_CASE("report: a training job's step timeline, a row per phase on one scale, a failed run's steps outlined", "[unit]") {
+TEST_CASE("report: a training job's step timeline, a row per phase on one scale, the steps a failure lost outlined", "[unit]") {
   RunResult r;
   r.scenarios.emplace_back();
   auto& sc = r.scenarios.back();
@@ -234,10 +234,12 @@ TEST_CASE("report: a training job's step timeline, a row per phase on one scale,
   PhaseResult four;
   four.name = "four-nics";
   four.workloads.push_back(job);
-  // the failed phase: step 1 done, the job killed in step 2, resumed at step 2 after a 3 s gap
-  tl = nlohmann::json::array({step(0, 0, 0, 0.5, 2), step(0, 1, 2, 2.5, 4), step(1, 2, 7, 7.5, 9)});
+  // the failed phase: checkpoint after step 1, step 2 done, the job killed
+  // in step 3 and resumed at step 2 (from step 1's checkpoint) after a gap
+  tl = nlohmann::json::array(
+      {step(0, 0, 0, 0.5, 2), step(0, 1, 2, 2.5, 4), step(0, 2, 4.5, 5, 6.5), step(1, 2, 8, 8.5, 10)});
   tl[1]["save_end_s"] = 4.5;
-  job.figures = {{"jct_s", 9.0}, {"timeline", tl}};
+  job.figures = {{"jct_s", 10.0}, {"timeline", tl}};
   PhaseResult failures;
   failures.name = "failures";
   failures.workloads.push_back(job);
@@ -245,13 +247,14 @@ TEST_CASE("report: a training job's step timeline, a row per phase on one scale,
   std::string html = html_report(r);
   CHECK(html.find("Step timeline — job") != std::string::npos);
   CHECK(count(html, "<svg class=\"timeline\"") == 1);
-  CHECK(count(html, "<rect class=\"compute\"") == 6);
-  CHECK(count(html, "<rect class=\"comm\"") == 6);
+  CHECK(count(html, "<rect class=\"compute\"") == 7);
+  CHECK(count(html, "<rect class=\"comm\"") == 7);
   CHECK(count(html, "<rect class=\"save\"") == 2);
-  // the failed run's two steps (compute, all-reduce and the save each) are outlined red
-  CHECK(count(html, "stroke=\"#d62728\" stroke-width=\"1.5\"") == 5);
+  // only the step done again is outlined red (its compute and all-reduce):
+  // steps 0 and 1 were kept by the checkpoint
+  CHECK(count(html, "stroke=\"#d62728\" stroke-width=\"1.5\"") == 2);
   CHECK(html.find(">JCT 6.0 s</text>") != std::string::npos);
-  CHECK(html.find(">JCT 9.0 s</text>") != std::string::npos);
+  CHECK(html.find(">JCT 10.0 s</text>") != std::string::npos);
   CHECK(html.find(">failures</text>") != std::string::npos);
 }
 
