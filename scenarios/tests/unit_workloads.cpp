@@ -319,6 +319,23 @@ TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over 
   CHECK_FALSE(ph.faults.count("up"));
 }
 
+TEST_CASE("fault job-fail: marks the timeline and fails the named workload, restarting it after restart-after", "[unit]") {
+  FakePhase ph("laptop.xml");
+  const Fault* f = find_fault("job-fail");
+  REQUIRE(f != nullptr);
+  f->apply(step("fault", "job-fail", {{"workload", "job"}, {"restart-after", "2500ms"}}), "crash", ph);
+  CHECK(ph.marks == std::vector<std::string>{"crash"});
+  REQUIRE(ph.failed_workloads.size() == 1);
+  CHECK(ph.failed_workloads[0].first == "job");
+  CHECK(ph.failed_workloads[0].second == std::chrono::milliseconds(2500));
+  f->apply(step("fault", "job-fail", {{"workload", "job"}}), "again", ph);
+  CHECK(ph.failed_workloads.at(1).second == std::chrono::milliseconds(1000));  // the default
+  // a workload type that cannot resume says so
+  WorkloadRun w;
+  CHECK(find_workload("collective")->fail(w, ph, std::chrono::milliseconds(0)).find("does not fail and resume") !=
+        std::string::npos);
+}
+
 TEST_CASE("bucket moves: failed NICs' buckets are not healthy ones", "[unit]") {
   auto m = bucket_moves({1, 2, 3, 1, 2, 3}, {1, 2, 1, 1, 2, 2});
   CHECK(m.buckets == 6);
