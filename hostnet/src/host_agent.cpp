@@ -206,15 +206,12 @@ void HostAgent::apply(Nic& s, bool up) {
     // them, on-link: the link came up a moment ago, and until the kernel's
     // link watch runs its IPv6 routes say it is down (an IPv6 next hop
     // checked against them failed, and the IPv6 group lost the NIC for good)
-    if (!cfg_.task4.empty())
-      if (auto st = cnl_.add_nexthop(1 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side4), true, 4, true);
-          !st)
+    for (bool v6 : {false, true}) {
+      if ((v6 ? cfg_.task6 : cfg_.task4).empty()) continue;  // the job has no such family
+      uint32_t id = (v6 ? 101u : 1u) + static_cast<uint32_t>(s.index);
+      if (auto st = cnl_.add_nexthop(id, s.eth_idx, parse_ip(v6 ? s.host_side6 : s.host_side4), true, 4, true); !st)
         lg::warn("{}", st.error().what());
-    if (!cfg_.task6.empty())
-      if (auto st =
-              cnl_.add_nexthop(101 + static_cast<uint32_t>(s.index), s.eth_idx, parse_ip(s.host_side6), true, 4, true);
-          !st)
-        lg::warn("{}", st.error().what());
+    }
     set_egress_groups(settled ? &s : nullptr);
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");

@@ -16,13 +16,16 @@
 //
 //   lanes-traffic store --port P --ranks N [--seed SEED]
 //       keeps the checkpoints' record: a save (PUT) is checked byte by byte
-//       against the pattern of its rank and step and acked; a restore (GET)
-//       is answered with the latest checkpoint all N ranks saved whole.
+//       against the pattern of its rank and step and acked (one cut off by
+//       its rank's death is no checkpoint, counted apart from wrong ones);
+//       a restore (GET) is answered with the latest checkpoint all N ranks
+//       saved whole.
 //       Prints a JSON line (role "store") at SIGTERM.
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -82,6 +85,33 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
+// Sends BYTES of rank RANK's checkpoint of STEP (its pattern).
+bool send_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes) {
+  Source src(seed, training::checkpoint_flow(step, rank));
+  for (uint64_t off = 0; off < bytes;) {
+    auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, bytes - off)));
+    if (!write_all(fd, s.data(), s.size())) return false;
+    off += s.size();
+  }
+  return true;
+}
+
+// Reads BYTES of rank RANK's checkpoint of STEP, each checked against its
+// pattern (MATCHES: every byte was). false: the connection ended first.
+bool receive_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes, bool& matches) {
+  Pattern p(seed, training::checkpoint_flow(step, rank));
+  std::vector<uint8_t> buf(1 << 20);
+  matches = true;
+  for (uint64_t off = 0; off < bytes;) {
+    ssize_t r = ::read(fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - off)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    matches = matches && p.matches(off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
+    off += static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
 // ---- the store ----
 
 class Store {
@@ -102,7 +132,8 @@ class Store {
     for (const auto& [step, rs] : saved_)
       if (static_cast<int>(rs.size()) >= ranks_) complete.push_back(step);
     return {{"role", "store"},       {"puts", puts_},   {"gets", gets_},          {"verified_bytes", verified_},
-            {"served_bytes", served_}, {"bad", bad_},   {"complete_steps", complete}, {"errors", errors_}};
+            {"served_bytes", served_}, {"bad", bad_},   {"cut_off", cut_off_},    {"complete_steps", complete},
+            {"errors", errors_}};
   }
 
  private:
@@ -113,17 +144,12 @@ class Store {
   }
 
   void put(int fd, const StoreHeader& h) {
-    Pattern p(seed_, training::checkpoint_flow(h.step, static_cast<int>(h.rank)));
-    std::vector<uint8_t> buf(1 << 20);
-    uint64_t off = 0;
-    bool ok = true;
-    while (off < h.bytes) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), h.bytes - off));
-      ssize_t r = ::read(fd, buf.data(), want);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return bad("a save of rank " + std::to_string(h.rank) + " ended early");
-      if (ok && !p.matches(off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)))) ok = false;
-      off += static_cast<uint64_t>(r);
+    bool ok = false;
+    if (!receive_checkpoint(fd, seed_, h.step, static_cast<int>(h.rank), h.bytes, ok)) {
+      // the rank died mid-save (a job failure): no checkpoint, and no error of the store's
+      std::lock_guard lk(mu_);
+      ++cut_off_;
+      return;
     }
     {
       std::lock_guard lk(mu_);
@@ -150,13 +176,8 @@ class Store {
     }
     StoreHeader a{kStoreMagic, kGet, h.rank, step, step >= 0 ? h.bytes : 0};
     if (!write_all(fd, &a, sizeof a)) return bad("a restore's answer could not be sent");
-    Source src(seed_, training::checkpoint_flow(step, static_cast<int>(h.rank)));
-    uint64_t off = 0;
-    while (off < a.bytes) {
-      auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, a.bytes - off)));
-      if (!write_all(fd, s.data(), s.size())) return bad("a restore of rank " + std::to_string(h.rank) + " broke off");
-      off += s.size();
-    }
+    if (!send_checkpoint(fd, seed_, step, static_cast<int>(h.rank), a.bytes))
+      return bad("a restore of rank " + std::to_string(h.rank) + " broke off");
     std::lock_guard lk(mu_);
     served_ += a.bytes;
   }
@@ -165,7 +186,7 @@ class Store {
   uint64_t seed_;
   std::mutex mu_;
   std::map<int, std::set<int>> saved_;
-  uint64_t puts_ = 0, gets_ = 0, verified_ = 0, served_ = 0, bad_ = 0;
+  uint64_t puts_ = 0, gets_ = 0, verified_ = 0, served_ = 0, bad_ = 0, cut_off_ = 0;
   std::vector<std::string> errors_;
 };
 
@@ -195,13 +216,7 @@ bool save(const sockaddr_storage& dst, socklen_t len, int rank, int step, uint64
   int fd = store_connect(dst, len, timeout_s, why);
   if (fd < 0) return false;
   StoreHeader h{kStoreMagic, kPut, static_cast<uint32_t>(rank), step, bytes};
-  bool ok = write_all(fd, &h, sizeof h);
-  Source src(seed, training::checkpoint_flow(step, rank));
-  for (uint64_t off = 0; ok && off < bytes;) {
-    auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, bytes - off)));
-    ok = write_all(fd, s.data(), s.size());
-    off += s.size();
-  }
+  bool ok = write_all(fd, &h, sizeof h) && send_checkpoint(fd, seed, step, rank, bytes);
   uint32_t ack[2] = {0, kBad};
   ok = ok && read_all(fd, ack, sizeof ack) && ack[0] == kStoreMagic;
   ::close(fd);
@@ -220,18 +235,7 @@ bool restore(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t byte
   step = ok ? a.step : -1;
   verified = ok;
   if (ok && a.step >= 0) {
-    Pattern p(seed, training::checkpoint_flow(a.step, rank));
-    std::vector<uint8_t> buf(1 << 20);
-    for (uint64_t off = 0; ok && off < a.bytes;) {
-      size_t want = static_cast<size_t>(std::min<uint64_t>(buf.size(), a.bytes - off));
-      ssize_t r = ::read(fd, buf.data(), want);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) ok = false;
-      else {
-        verified = verified && p.matches(off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
-        off += static_cast<uint64_t>(r);
-      }
-    }
+    ok = receive_checkpoint(fd, seed, a.step, rank, a.bytes, verified);
     verified = verified && ok && a.bytes == bytes;
   }
   ::close(fd);
@@ -254,10 +258,19 @@ int store_main(int argc, char** argv) {
   int ls = listen_tcp(port);
   if (ls < 0) return 1;
   Store store(ranks, seed);
+  // the stop signals held but while it waits for a connection: one that
+  // comes then ends the wait (EINTR), none is missed between check and wait
+  sigset_t stops, waiting;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGINT);
+  ::sigprocmask(SIG_BLOCK, &stops, &waiting);
+  sigdelset(&waiting, SIGTERM);
+  sigdelset(&waiting, SIGINT);
   // a thread per connection: the ranks save at once, and a save blocks on its reads
   while (!g_stop) {
     pollfd p{ls, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
+    if (::ppoll(&p, 1, nullptr, &waiting) <= 0) continue;
     int fd = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     std::thread([&store, fd] {

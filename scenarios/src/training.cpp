@@ -119,17 +119,26 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
   f["failures"] = std::max(0, static_cast<int>(inc_first.size()) - 1);
   double jct = completed && first < last ? last - first : 0;
   f["jct_s"] = jct;
-  // steps every rank did, each time; the job's step s is its last run
+  // steps every rank did, each time; the job's step s is its last run.
+  // Per run: its first step's start, and the end of its last checkpoint
+  // every rank saved (what a failure of it kept)
+  double origin = first < last ? first : 0;  // the timeline's 0: the job's start
   int done = 0;
   std::map<int, const StepTimes*> job;
+  std::map<int, double> run_resumed, run_kept;
   json timeline = json::array();
   for (const auto& [key, s] : by) {
+    if (s.ranks > 0) {
+      auto [it, fresh] = run_resumed.emplace(key.first, s.start);
+      if (!fresh) it->second = std::min(it->second, s.start);
+    }
+    if (s.saved >= ranks) run_kept[key.first] = std::max(run_kept[key.first], s.save_end);
     if (s.ranks < ranks) continue;
     ++done;
     job[key.second] = &s;
-    json t = {{"incarnation", key.first}, {"step", key.second}, {"start_s", s.start - (first < last ? first : 0)},
-              {"compute_end_s", s.mid - (first < last ? first : 0)}, {"end_s", s.end - (first < last ? first : 0)}};
-    if (s.saved > 0) t["save_end_s"] = s.save_end - (first < last ? first : 0);
+    json t = {{"incarnation", key.first}, {"step", key.second}, {"start_s", s.start - origin},
+              {"compute_end_s", s.mid - origin}, {"end_s", s.end - origin}};
+    if (s.saved > 0) t["save_end_s"] = s.save_end - origin;
     timeline.push_back(t);
   }
   f["steps_done"] = done;
@@ -158,31 +167,20 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
   f["save_mean_s"] = n_saves ? saves / n_saves : 0.0;
   double restore = 0;
   for (double r : restores) restore = std::max(restore, r);
-  f["restore_s"] = restore;  // the slowest rank's, of the last restore
-  // from each failed incarnation's last event to the next one's first step
-  double recovery = 0;
-  for (auto it = inc_first.begin(); it != inc_first.end(); ++it) {
-    auto next = std::next(it);
-    if (next == inc_first.end()) break;
-    double resumed = std::numeric_limits<double>::max();
-    for (const auto& [key, s] : by)
-      if (key.first == next->first && s.ranks > 0) resumed = std::min(resumed, s.start);
-    if (resumed < std::numeric_limits<double>::max()) recovery += resumed - inc_last[it->first];
+  f["restore_s"] = restore;  // the slowest rank's restore, over every restart
+  // each failed run: from its last event to the next run's first step
+  // (recovery), and from its last whole checkpoint (its first step if
+  // none) to its last event (the work thrown away)
+  double recovery = 0, lost = 0;
+  for (auto it = inc_first.begin(); it != inc_first.end() && std::next(it) != inc_first.end(); ++it) {
+    int run = it->first, next = std::next(it)->first;
+    if (run_resumed.count(next)) recovery += run_resumed[next] - inc_last[run];
+    if (run_resumed.count(run)) {
+      double kept = run_kept.count(run) ? run_kept[run] : run_resumed[run];
+      lost += std::max(0.0, inc_last[run] - kept);
+    }
   }
   f["recovery_s"] = recovery;
-  // the work a failure threw away: from the end of the run's last
-  // checkpoint every rank saved (its first step's start if none) to its
-  // last event
-  double lost = 0;
-  for (auto it = inc_first.begin(); it != inc_first.end(); ++it) {
-    if (std::next(it) == inc_first.end()) break;
-    double kept = std::numeric_limits<double>::max();
-    for (const auto& [key, s] : by)
-      if (key.first == it->first && s.ranks > 0) kept = std::min(kept, s.start);
-    for (const auto& [key, s] : by)
-      if (key.first == it->first && s.saved >= ranks) kept = std::max(kept, s.save_end);
-    if (kept < std::numeric_limits<double>::max()) lost += std::max(0.0, inc_last[it->first] - kept);
-  }
   f["lost_s"] = lost;
   f["wait_fraction"] = jct > 0 ? std::clamp(1.0 - static_cast<double>(steps) * compute_s / jct, 0.0, 1.0) : 0.0;
   f["bytes_verified"] = completed && verified && static_cast<int>(job.size()) == steps;

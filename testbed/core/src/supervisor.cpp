@@ -230,13 +230,7 @@ class Supervisor {
       append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "exited"}, {"status", status}});
       log::warn("supervisor: {} exited with status {} before the run was ready; starting it again", m.spec.name,
                 status);
-      auto d = Daemon::start(m.spec);
-      if (!d) return d.error();
-      m.daemon = std::move(d).value();
-      ++m.restarts;
-      append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "restarted"}, {"pid", m.daemon.pid()},
-                    {"restarts", m.restarts}});
-      publish();
+      if (auto st = relaunch(m); !st) return st;
     }
     return {};
   }
@@ -278,20 +272,26 @@ class Supervisor {
 
   void restart(size_t i) {
     auto& m = managed_[i];
-    auto d = Daemon::start(m.spec);
-    if (!d) {
-      log::error("supervisor: restarting {}: {}", m.spec.name, d.error().what());
+    if (auto st = relaunch(m); !st) {
+      log::error("supervisor: restarting {}: {}", m.spec.name, st.error().what());
       loop_.at(Clock::now() + std::chrono::seconds(2), [this, i] { restart(i); });
       return;
     }
     m.waiting = false;
-    m.daemon = std::move(d).value();
     watch_exit(i);
+  }
+
+  // M started again, counted, and on record (events, supervisor.json)
+  Status relaunch(Managed& m) {
+    auto d = Daemon::start(m.spec);
+    if (!d) return d.error();
+    m.daemon = std::move(d).value();
     ++m.restarts;
     append_event({{"node", m.req.node}, {"daemon", m.req.name}, {"event", "restarted"}, {"pid", m.daemon.pid()},
                   {"restarts", m.restarts}});
     log::info("supervisor: restarted {} (pid {})", m.spec.name, m.daemon.pid());
     publish();
+    return {};
   }
 
   // Last wave first (they leave the kernel as it is; injectors withdraw
