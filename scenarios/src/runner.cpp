@@ -195,12 +195,12 @@ class PhaseRun final : public StepContext {
     }
     return nic_of;
   }
-  void fail_workload(const std::string& name, milliseconds restart_after) override {
+  void fail_workload(const std::string& name, const JobFailure& f) override {
     auto it = running_.find(name);
     if (it == running_.end()) throw StepError("job-fail: no workload " + name + " runs in this phase");
     if (it->second.finished) throw StepError("job-fail: workload " + name + " has already ended");
     const Workload* plugin = find_workload(it->second.step.type);
-    if (auto why = plugin->fail(it->second, *this, restart_after); !why.empty())
+    if (auto why = plugin->fail(it->second, *this, f); !why.empty())
       throw StepError("job-fail: workload " + name + ": " + why);
   }
 

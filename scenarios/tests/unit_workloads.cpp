@@ -84,10 +84,8 @@ class FakePhase final : public StepContext {
   void nft(int, const std::string&, const std::string&) override { throw StepError("no nft here"); }
   pid_t daemon_pid(const std::string&, const std::string&) override { return 0; }
   void claim_task_ips(const std::string&, const std::string&) override {}
-  void fail_workload(const std::string& name, std::chrono::milliseconds restart_after) override {
-    failed_workloads.emplace_back(name, restart_after);
-  }
-  std::vector<std::pair<std::string, std::chrono::milliseconds>> failed_workloads;
+  void fail_workload(const std::string& name, const JobFailure& f) override { failed_workloads.emplace_back(name, f); }
+  std::vector<std::pair<std::string, JobFailure>> failed_workloads;
   double now_s() const override { return 1.0; }
   void mark(const std::string& label, const std::string&) override { marks.push_back(label); }
   void say(const std::string& s) override { said.push_back(s); }
@@ -319,21 +317,23 @@ TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over 
   CHECK_FALSE(ph.faults.count("up"));
 }
 
-TEST_CASE("fault job-fail: marks the timeline and fails the named workload, restarting it after restart-after", "[unit]") {
+TEST_CASE("fault job-fail: fails the named workload at its step, marked, restarting it after restart-after", "[unit]") {
   FakePhase ph("laptop.xml");
   const Fault* f = find_fault("job-fail");
   REQUIRE(f != nullptr);
-  f->apply(step("fault", "job-fail", {{"workload", "job"}, {"restart-after", "2500ms"}}), "crash", ph);
-  CHECK(ph.marks == std::vector<std::string>{"crash"});
+  f->apply(step("fault", "job-fail", {{"workload", "job"}, {"after-step", "5"}, {"restart-after", "2500ms"}}), "crash",
+           ph);
   REQUIRE(ph.failed_workloads.size() == 1);
   CHECK(ph.failed_workloads[0].first == "job");
-  CHECK(ph.failed_workloads[0].second == std::chrono::milliseconds(2500));
+  CHECK(ph.failed_workloads[0].second.after_step == 5);
+  CHECK(ph.failed_workloads[0].second.restart_after == std::chrono::milliseconds(2500));
+  CHECK(ph.failed_workloads[0].second.mark == "crash");  // the workload marks it when it kills
   f->apply(step("fault", "job-fail", {{"workload", "job"}}), "again", ph);
-  CHECK(ph.failed_workloads.at(1).second == std::chrono::milliseconds(1000));  // the default
+  CHECK(ph.failed_workloads.at(1).second.after_step == -1);  // at once
+  CHECK(ph.failed_workloads.at(1).second.restart_after == std::chrono::milliseconds(1000));  // the default
   // a workload type that cannot resume says so
   WorkloadRun w;
-  CHECK(find_workload("collective")->fail(w, ph, std::chrono::milliseconds(0)).find("does not fail and resume") !=
-        std::string::npos);
+  CHECK(find_workload("collective")->fail(w, ph, JobFailure{}).find("does not fail and resume") != std::string::npos);
 }
 
 TEST_CASE("bucket moves: failed NICs' buckets are not healthy ones", "[unit]") {

@@ -82,9 +82,10 @@ BucketMoves bucket_moves(const std::vector<uint32_t>& before, const std::vector<
 nlohmann::json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts,
                                    const std::function<void()>& fault, std::chrono::milliseconds limit);
 
-// job-fail: the training job of workload= fails (every rank killed at once)
-// and is started again after restart-after= (default 1 s), resuming from
-// its latest checkpoint
+// job-fail: the training job of workload= fails (every rank killed at once,
+// once every rank has done step after-step=, or at once) and is started
+// again after restart-after= (default 1 s), resuming from its latest
+// checkpoint
 class JobFail final : public Fault {
  public:
   const char* type() const override;

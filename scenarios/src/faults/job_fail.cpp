@@ -5,13 +5,16 @@ namespace lanes::scenarios {
 const char* JobFail::type() const { return "job-fail"; }
 
 const Attrs& JobFail::attrs() const {
-  static const Attrs a = {{"workload", Kind::workload, true}, {"restart-after", Kind::duration}, {"mark", Kind::name}};
+  static const Attrs a = {{"workload", Kind::workload, true},
+                          {"after-step", Kind::integer},
+                          {"restart-after", Kind::duration},
+                          {"mark", Kind::name}};
   return a;
 }
 
 void JobFail::apply(const Step& st, const std::string& label, StepContext& ctx) const {
-  ctx.mark(label, "fault");
-  ctx.fail_workload(st.str("workload"), st.duration("restart-after", std::chrono::milliseconds(1000)));
+  ctx.fail_workload(st.str("workload"), {static_cast<int>(st.integer("after-step", -1)),
+                                        st.duration("restart-after", std::chrono::milliseconds(1000)), label});
 }
 
 }  // namespace lanes::scenarios

@@ -44,9 +44,8 @@ std::vector<std::string> Training::sampled_hosts(const Step& st, const testbed::
 
 namespace {
 
-int64_t timeout_s(const Step& st) {
-  return std::max<int64_t>(1, st.duration("timeout", milliseconds(600'000)).count() / 1000);
-}
+milliseconds st_timeout(const Step& st) { return st.duration("timeout", milliseconds(600'000)); }
+int64_t timeout_s(const Step& st) { return std::max<int64_t>(1, st_timeout(st).count() / 1000); }
 
 // Starts the job's ranks (held, then all at once): incarnation W.incarnations - 1.
 void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
@@ -100,9 +99,28 @@ void Training::start(WorkloadRun& w, StepContext& ctx) const {
   start_ranks(w, ctx, false);
 }
 
-std::string Training::fail(WorkloadRun& w, StepContext& ctx, milliseconds restart_after) const {
+std::string Training::fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f) const {
+  // at a step, not at a time: what the failure costs is then the same in
+  // every run (the steps since the last checkpoint, done again)
+  if (f.after_step >= 0) {
+    if (f.after_step >= w.step.integer("steps"))
+      return fmt::format("after-step={} is past the job's last step ({})", f.after_step, w.step.integer("steps") - 1);
+    int run = w.incarnations - 1;
+    auto done = [&] {
+      for (const auto& c : w.clients) {
+        bool past = false;
+        for (const auto& e : training::read_events(c.out))
+          past = past || (e.event == "step" && e.incarnation == run && e.step >= f.after_step);
+        if (!past) return false;
+      }
+      return true;
+    };
+    if (!ctx.eventually(done, st_timeout(w.step), milliseconds(20)))
+      throw StepError(fmt::format("job-fail: the job did not reach step {} in time", f.after_step));
+  }
   // every rank at once, as a job dies when one of its GPUs or hosts does:
   // nothing is flushed or closed cleanly
+  ctx.mark(f.mark, "fault");
   for (auto& c : w.clients)
     if (c.d.running()) ::kill(c.d.pid(), SIGKILL);
   for (auto& c : w.clients) {
@@ -110,9 +128,11 @@ std::string Training::fail(WorkloadRun& w, StepContext& ctx, milliseconds restar
     w.failed.push_back(std::move(c));
   }
   w.clients.clear();
-  ctx.say(fmt::format("job-fail: the {} ranks of {} killed; it restarts from its last checkpoint in {:.1f} s",
-                      w.hosts.size(), w.step.str("name"), restart_after.count() / 1000.0));
-  if (!ctx.sleep(restart_after)) throw StepError("interrupted");
+  ctx.say(fmt::format("job-fail: the {} ranks of {} killed{}; it restarts from its last checkpoint in {:.1f} s",
+                      w.hosts.size(), w.step.str("name"),
+                      f.after_step >= 0 ? fmt::format(" after step {}", f.after_step) : "",
+                      f.restart_after.count() / 1000.0));
+  if (!ctx.sleep(f.restart_after)) throw StepError("interrupted");
   ++w.incarnations;
   start_ranks(w, ctx, true);
   return "";

@@ -95,7 +95,7 @@ class Training final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
-  std::string fail(WorkloadRun& w, StepContext& ctx, std::chrono::milliseconds restart_after) const override;
+  std::string fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f) const override;
 };
 
 // bootstrap: every job host (or hosts=) fetches at one moment (a burst)

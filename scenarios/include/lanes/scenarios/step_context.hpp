@@ -36,6 +36,15 @@ struct Proc {
   std::string out;
 };
 
+// A job failure (fault job-fail): once every rank has done step AFTER_STEP
+// (-1: at once) the job's processes are killed, the timeline marked MARK;
+// RESTART_AFTER later it starts again.
+struct JobFailure {
+  int after_step = -1;
+  std::chrono::milliseconds restart_after{1000};
+  std::string mark = "job-fail";
+};
+
 class StepContext {
  public:
   virtual ~StepContext() = default;
@@ -74,9 +83,8 @@ class StepContext {
   // HOST's job container takes VICTIM's task IPs and its injector is told
   // to announce them (it is restarted for it by the caller)
   virtual void claim_task_ips(const std::string& host, const std::string& victim) = 0;
-  // the running workload NAME's job fails: its processes killed, and it
-  // started again after RESTART_AFTER (Workload::fail)
-  virtual void fail_workload(const std::string& name, std::chrono::milliseconds restart_after) = 0;
+  // the running workload NAME's job fails as F says (Workload::fail)
+  virtual void fail_workload(const std::string& name, const JobFailure& f) = 0;
 
   // ---- the phase's timeline ----
   virtual double now_s() const = 0;

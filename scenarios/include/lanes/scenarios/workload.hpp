@@ -56,10 +56,10 @@ class Workload {
   virtual nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const = 0;
   // One line for the progress output: ": 3.1 Gbit/s, ..."
   virtual std::string summary(const nlohmann::json& figures) const = 0;
-  // A job failure (fault job-fail): its clients killed at once, then, after
-  // RESTART_AFTER, the job started again where it resumes. "" once done;
+  // A job failure (fault job-fail, JobFailure): its clients killed at
+  // once, then the job started again where it resumes. "" once done;
   // otherwise why this type cannot.
-  virtual std::string fail(WorkloadRun&, StepContext&, std::chrono::milliseconds /*restart_after*/) const {
+  virtual std::string fail(WorkloadRun&, StepContext&, const JobFailure&) const {
     return fmt::format("a {} workload does not fail and resume (a training workload does)", type());
   }
 };
