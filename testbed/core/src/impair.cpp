@@ -1,0 +1,135 @@
+#include "lanes/core/impair.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <vector>
+
+#include "impair.skel.h"
+#include "impair_abi.h"
+
+namespace lanes::testbed {
+
+namespace {
+// its own place on the device's egress hook: lanes' datapath programs use handle 1
+constexpr uint32_t kHandle = 0x1a;
+constexpr uint32_t kPriority = 7;
+
+std::string percent(uint32_t ppm) {
+  std::string s = fmt::format("{:.4f}", ppm / 1e4);
+  while (s.back() == '0') s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  return s + "%";
+}
+}  // namespace
+
+std::string Impairment::describe() const {
+  std::string out;
+  if (loss_ppm) out += "loss " + percent(loss_ppm);
+  if (duplicate_ppm) out += std::string(out.empty() ? "" : ", ") + "duplicate " + percent(duplicate_ppm);
+  return out.empty() ? "none" : out;
+}
+
+Result<uint32_t> parse_probability(const std::string& value) {
+  std::string v = value;
+  if (v.empty() || v.back() != '%')
+    return os_error(EINVAL, fmt::format("'{}' is not a percentage (write it as 1% or 0.05%)", value));
+  v.pop_back();
+  double p = 0;
+  size_t used = 0;
+  try {
+    p = std::stod(v, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != v.size() || !std::isfinite(p))
+    return os_error(EINVAL, fmt::format("'{}' is not a percentage (write it as 1% or 0.05%)", value));
+  if (p <= 0 || p > 100) return os_error(EINVAL, fmt::format("'{}' is outside (0%, 100%]", value));
+  double ppm = std::round(p * 1e4);
+  if (ppm < 1) return os_error(EINVAL, fmt::format("'{}' is below one packet in a million", value));
+  return static_cast<uint32_t>(ppm);
+}
+
+Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs, bool have_netem) {
+  Impairment imp;
+  for (const auto& [k, v] : attrs) {
+    if (k == "loss" || k == "duplicate") {
+      auto p = parse_probability(v);
+      if (!p) return os_error(EINVAL, fmt::format("{}: {}", k, p.error().what()));
+      (k == "loss" ? imp.loss_ppm : imp.duplicate_ppm) = p.value();
+    } else if (k == "delay" || k == "jitter" || k == "reorder" || k == "corrupt") {
+      return os_error(ENOTSUP, have_netem
+                                   ? fmt::format("{}: needs the netem qdisc, which lanes does not drive yet "
+                                                 "(loss and duplicate work, through lanes' own BPF program)",
+                                                 k)
+                                   : fmt::format("{}: needs the netem qdisc, and this kernel has none "
+                                                 "(loss and duplicate work without it, through lanes' own BPF "
+                                                 "program; `lanes features` lists what there is)",
+                                                 k));
+    }
+  }
+  return imp;
+}
+
+struct DeviceImpairment::Skel {
+  impair_bpf* s = nullptr;
+  ~Skel() {
+    if (s) impair_bpf__destroy(s);
+  }
+};
+
+DeviceImpairment::DeviceImpairment(DeviceImpairment&&) noexcept = default;
+DeviceImpairment& DeviceImpairment::operator=(DeviceImpairment&&) noexcept = default;
+DeviceImpairment::~DeviceImpairment() = default;
+
+Result<DeviceImpairment> DeviceImpairment::attach(int ifindex, const std::string& ifname, const Impairment& imp) {
+  DeviceImpairment d;
+  d.skel_ = std::make_unique<Skel>();
+  d.skel_->s = impair_bpf__open();
+  if (!d.skel_->s) return os_error(errno, "opening the impairment BPF program");
+  d.skel_->s->rodata->loss_ppm = imp.loss_ppm;
+  d.skel_->s->rodata->duplicate_ppm = imp.duplicate_ppm;
+  if (int err = impair_bpf__load(d.skel_->s); err)
+    return os_error(-err, "loading the impairment BPF program (it needs root or CAP_BPF)");
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(d.skel_->s->progs.lanes_impair),
+              .flags = BPF_TC_F_REPLACE, .handle = kHandle, .priority = kPriority);
+  // the device's clsact qdisc is made only when the attach finds none (made
+  // every time, the kernel would say it exists, and libbpf would log that)
+  int err = bpf_tc_attach(&hook, &opts);
+  if (err) {
+    if ((err = bpf_tc_hook_create(&hook)) && err != -EEXIST)
+      return os_error(-err, "creating the clsact hook on " + ifname);
+    if ((err = bpf_tc_attach(&hook, &opts))) return os_error(-err, "attaching the impairment program to " + ifname);
+  }
+  return d;
+}
+
+Status DeviceImpairment::clear(int ifindex, const std::string& ifname) {
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kHandle, .priority = kPriority);
+  int err = bpf_tc_detach(&hook, &opts);
+  if (err && err != -ENOENT && err != -EINVAL) return os_error(-err, "removing the impairment of " + ifname);
+  return {};
+}
+
+Result<ImpairStats> DeviceImpairment::stats() const {
+  int n = libbpf_num_possible_cpus();
+  if (n <= 0) return os_error(-n, "counting CPUs");
+  std::vector<lanes_impair_stats> per(static_cast<size_t>(n));
+  uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_->s->maps.impair_stats), &zero, per.data()))
+    return os_error(errno, "reading the impairment counters");
+  ImpairStats out;
+  for (const auto& p : per) {
+    out.packets += p.packets;
+    out.lost += p.lost;
+    out.duplicated += p.duplicated;
+  }
+  return out;
+}
+
+}  // namespace lanes::testbed
