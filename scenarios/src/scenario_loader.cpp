@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "lanes/core/impair.hpp"
 #include "lanes/core/input_file.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
@@ -521,6 +522,15 @@ class Loader {
       case Kind::boolean:
         if (s != "true" && s != "false") return bad("expected true or false");
         return true;
+      case Kind::percent: {
+        std::string why;
+        if (!testbed::parse_probability(s, why)) return bad(why);
+        return true;
+      }
+      case Kind::netem: {
+        return bad("needs the netem qdisc, which lanes does not drive yet: loss and duplicate work on any "
+                   "kernel (lanes' own BPF program); `lanes features` says whether this kernel has netem");
+      }
       case Kind::choice:
         if (("|" + std::string(a.choices) + "|").find("|" + s + "|") == std::string::npos)
           return bad(fmt::format("expected one of {}", a.choices));

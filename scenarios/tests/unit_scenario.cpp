@@ -6,6 +6,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "lanes/core/impair.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/scenarios/runner.hpp"
@@ -118,6 +119,50 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   CHECK(has(p, f + "15: baseline=\"b\": no phase of that name"));
   CHECK(has(p, f + "16: <bogus> is not allowed here"));
   CHECK(p.size() == 18);
+}
+
+TEST_CASE("impairments: percentages checked at their line, what needs netem refused by name", "[unit]") {
+  auto p = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/laptop.xml"/>
+  <phase name="a">
+    <fault type="impair" host="h1" nic="2" loss="1%" duplicate="0.05%"/>
+    <fault type="impair" host="h1" nic="2" loss="1.5"/>
+    <fault type="impair" host="h1" nic="2" loss="0%" duplicate="101%"/>
+    <fault type="impair" host="h1" nic="2" delay="5ms" jitter="1ms"/>
+    <fault type="impair" host="h1" nic="2" direction="sideways"/>
+    <fault type="clear-impair" host="h1" nic="2" loss="1%"/>
+    <fault type="clear-impair" host="h1" nic="2" direction="rx"/>
+  </phase>
+</scenario>)");
+  std::string f = kFile + ":";
+  CHECK(has(p, f + "5: loss=\"1.5\": expected a percentage like 1% or 0.05%"));
+  CHECK(has(p, f + "6: loss=\"0%\": expected a percentage above 0% and at most 100%"));
+  CHECK(has(p, f + "6: duplicate=\"101%\": expected a percentage above 0% and at most 100%"));
+  CHECK(has(p, f + "7: delay=\"5ms\": needs the netem qdisc"));
+  CHECK(has(p, f + "7: jitter=\"1ms\": needs the netem qdisc"));
+  CHECK(has(p, f + "8: direction=\"sideways\": expected one of both|tx|rx"));
+  CHECK(has(p, f + "9: <fault> has no attribute 'loss'"));
+  CHECK(p.size() == 7);
+}
+
+TEST_CASE("impairment values: parts in a million, described back", "[unit]") {
+  std::string why;
+  CHECK(lanes::testbed::parse_probability("1%", why) == 10000u);
+  CHECK(lanes::testbed::parse_probability("0.05%", why) == 500u);
+  CHECK(lanes::testbed::parse_probability("100%", why) == 1000000u);
+  CHECK(lanes::testbed::parse_probability("0.0001%", why) == 1u);
+  for (const char* bad : {"", "%", "1", "1 %", "-1%", "nan%", "1e3%", "0.00004%"}) {
+    INFO(bad);
+    CHECK_FALSE(lanes::testbed::parse_probability(bad, why).has_value());
+  }
+  auto imp = lanes::testbed::parse_impairment({{"loss", "1%"}, {"duplicate", "0.1%"}}, true);
+  REQUIRE(imp.ok());
+  CHECK(imp.value().describe() == "loss 1%, duplicate 0.1%");
+  CHECK(lanes::testbed::Impairment{}.describe() == "none");
+  auto netem = lanes::testbed::parse_impairment({{"reorder", "25%"}}, false);
+  REQUIRE_FALSE(netem.ok());
+  CHECK(std::string(netem.error().what()).find("this kernel has none") != std::string::npos);
+  CHECK_FALSE(lanes::testbed::parse_impairment({{"loss", "2"}}, false).ok());
 }
 
 TEST_CASE("a step on a whole rack and a burst on several servers are checked like one host", "[unit]") {

@@ -136,7 +136,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_fault(f->type()) == f);
   }
   CHECK(types == std::set<std::string>{"nic-down", "nic-up", "nic-flap", "silent-drop", "clear-drop", "kill",
-                                       "rogue-announce", "job-fail"});
+                                       "rogue-announce", "job-fail", "impair", "clear-impair"});
   CHECK(find_fault("nic-down") != nullptr);
   CHECK(find_workload("nic-down") == nullptr);
   types.clear();

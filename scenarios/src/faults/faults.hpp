@@ -46,6 +46,19 @@ class SilentDrop final : public Fault {
   bool drop_;
 };
 
+// impair / clear-impair: loss or duplication on the link of a host's NIC,
+// on the host's side (tx), the switch port's (rx) or both (testbed/impair.hpp)
+class Impair final : public Fault {
+ public:
+  explicit Impair(bool set) : set_(set) {}
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  void apply(const Step& st, const std::string& label, StepContext& ctx) const override;
+
+ private:
+  bool set_;
+};
+
 // kill: SIGKILL to a daemon of the run; the supervisor must restart it
 class KillDaemon final : public Fault {
  public:

@@ -9,7 +9,8 @@ const std::vector<const Fault*>& faults() {
   static const KillDaemon kill;
   static const RogueAnnounce rogue;
   static const JobFail job_fail;
-  static const std::vector<const Fault*> all = {&down, &up, &flap, &drop, &clear, &kill, &rogue, &job_fail};
+  static const Impair impair(true), clear_impair(false);
+  static const std::vector<const Fault*> all = {&down, &up, &flap, &drop, &clear, &kill, &rogue, &job_fail, &impair, &clear_impair};
   return all;
 }
 

@@ -35,10 +35,18 @@ nlohmann::json KernelFeatures::to_json() const {
           {"resilient_groups", resilient_groups},
           {"bpf", bpf},
           {"bpf_error", bpf_error},
+          {"impairments", impairments()},
           {"notes", notes}};
 }
 
+std::string KernelFeatures::impairments() const {
+  // netem, where there is one, lanes does not drive yet
+  return bpf ? "loss, duplicate (lanes' tc BPF program); delay, jitter, reorder, corrupt: no (they need netem)"
+             : "none (lanes' tc BPF program cannot be loaded)";
+}
+
 namespace {
+
 bool try_netem(Netlink& nl, int ifindex) {
   rtnl_qdisc* q = rtnl_qdisc_alloc();
   rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
@@ -87,7 +95,9 @@ KernelFeatures probe_kernel_features() {
   if (!probed) log::warn("feature probe: {}", probed.error().what());
   if (!f.netkit) f.notes += "no netkit: job containers use veth pairs; ";
   if (!f.dummy) f.notes += "no dummy devices: task IPs live on the container's loopback; ";
-  if (!f.netem) f.notes += "no netem: delay/loss emulation is unavailable (silent drops use nftables); ";
+  if (!f.netem)
+    f.notes += "no netem: link delay, jitter, reordering and corruption are unavailable (loss and duplication use "
+               "lanes' own BPF program, silent drops nftables); ";
   if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
   {
     // libbpf's own messages go to the logging facade
@@ -109,7 +119,8 @@ KernelFeatures probe_kernel_features() {
     if (!f.bpf) f.bpf_error = std::strerror(err < 0 ? -err : err);
     probe_bpf__destroy(skel);
   }
-  if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error + "): egress modes bpf and bpf-numa fall back to ecmp; ";
+  if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
+                         "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be impaired; ";
   if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
   return f;
 }

@@ -14,6 +14,13 @@
 namespace lanes::testbed {
 
 namespace {
+// libbpf logs what the kernel says of an expected failure (a clsact qdisc
+// that is there already, or a filter that is not): unsaid meanwhile
+struct QuietLibbpf {
+  libbpf_print_fn_t old = libbpf_set_print(nullptr);
+  ~QuietLibbpf() { libbpf_set_print(old); }
+};
+
 // its own place on the device's egress hook: lanes' datapath programs use handle 1
 constexpr uint32_t kHandle = 0x1a;
 constexpr uint32_t kPriority = 7;
@@ -33,23 +40,31 @@ std::string Impairment::describe() const {
   return out.empty() ? "none" : out;
 }
 
-Result<uint32_t> parse_probability(const std::string& value) {
+std::optional<uint32_t> parse_probability(const std::string& value, std::string& why) {
   std::string v = value;
-  if (v.empty() || v.back() != '%')
-    return os_error(EINVAL, fmt::format("'{}' is not a percentage (write it as 1% or 0.05%)", value));
-  v.pop_back();
   double p = 0;
   size_t used = 0;
-  try {
-    p = std::stod(v, &used);
-  } catch (...) {
-    used = 0;
+  if (!v.empty() && v.back() == '%') {
+    v.pop_back();
+    try {
+      p = std::stod(v, &used);
+    } catch (...) {
+      used = 0;
+    }
   }
-  if (used == 0 || used != v.size() || !std::isfinite(p))
-    return os_error(EINVAL, fmt::format("'{}' is not a percentage (write it as 1% or 0.05%)", value));
-  if (p <= 0 || p > 100) return os_error(EINVAL, fmt::format("'{}' is outside (0%, 100%]", value));
+  if (used == 0 || used != v.size() || !std::isfinite(p)) {
+    why = "expected a percentage like 1% or 0.05%";
+    return std::nullopt;
+  }
+  if (p <= 0 || p > 100) {
+    why = "expected a percentage above 0% and at most 100%";
+    return std::nullopt;
+  }
   double ppm = std::round(p * 1e4);
-  if (ppm < 1) return os_error(EINVAL, fmt::format("'{}' is below one packet in a million", value));
+  if (ppm < 1) {
+    why = "expected at least one packet in a million (0.0001%)";
+    return std::nullopt;
+  }
   return static_cast<uint32_t>(ppm);
 }
 
@@ -57,9 +72,10 @@ Result<Impairment> parse_impairment(const std::map<std::string, std::string>& at
   Impairment imp;
   for (const auto& [k, v] : attrs) {
     if (k == "loss" || k == "duplicate") {
-      auto p = parse_probability(v);
-      if (!p) return os_error(EINVAL, fmt::format("{}: {}", k, p.error().what()));
-      (k == "loss" ? imp.loss_ppm : imp.duplicate_ppm) = p.value();
+      std::string why;
+      auto p = parse_probability(v, why);
+      if (!p) return os_error(EINVAL, fmt::format("{}=\"{}\": {}", k, v, why));
+      (k == "loss" ? imp.loss_ppm : imp.duplicate_ppm) = *p;
     } else if (k == "delay" || k == "jitter" || k == "reorder" || k == "corrupt") {
       return os_error(ENOTSUP, have_netem
                                    ? fmt::format("{}: needs the netem qdisc, which lanes does not drive yet "
@@ -97,20 +113,20 @@ Result<DeviceImpairment> DeviceImpairment::attach(int ifindex, const std::string
   LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
   LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(d.skel_->s->progs.lanes_impair),
               .flags = BPF_TC_F_REPLACE, .handle = kHandle, .priority = kPriority);
-  // the device's clsact qdisc is made only when the attach finds none (made
-  // every time, the kernel would say it exists, and libbpf would log that)
-  int err = bpf_tc_attach(&hook, &opts);
-  if (err) {
-    if ((err = bpf_tc_hook_create(&hook)) && err != -EEXIST)
-      return os_error(-err, "creating the clsact hook on " + ifname);
-    if ((err = bpf_tc_attach(&hook, &opts))) return os_error(-err, "attaching the impairment program to " + ifname);
+  int err;
+  {
+    QuietLibbpf quiet;
+    err = bpf_tc_hook_create(&hook);  // the clsact qdisc; EEXIST when it is there
   }
+  if (err && err != -EEXIST) return os_error(-err, "creating the clsact hook on " + ifname);
+  if ((err = bpf_tc_attach(&hook, &opts))) return os_error(-err, "attaching the impairment program to " + ifname);
   return d;
 }
 
 Status DeviceImpairment::clear(int ifindex, const std::string& ifname) {
   LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
   LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kHandle, .priority = kPriority);
+  QuietLibbpf quiet;
   int err = bpf_tc_detach(&hook, &opts);
   if (err && err != -ENOENT && err != -EINVAL) return os_error(-err, "removing the impairment of " + ifname);
   return {};

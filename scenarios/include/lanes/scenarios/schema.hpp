@@ -11,7 +11,9 @@ namespace lanes::scenarios {
 // (a step on every job host of it)
 enum class Kind {
   text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers,
-  rack, choice, phase, workload, mark, timeref
+  rack, choice, phase, workload, mark, timeref,
+  percent,  // a probability: 1%, 0.05% (0 < p <= 100)
+  netem     // an impairment only netem gives: refused, naming it
 };
 
 struct Attr {

@@ -21,6 +21,8 @@ struct KernelFeatures {
   std::string bpf_error;  // why not, when it cannot
   std::string notes;  // what a missing feature disables
 
+  // which link impairments lanes can apply here, and how
+  std::string impairments() const;
   nlohmann::json to_json() const;
 };
 

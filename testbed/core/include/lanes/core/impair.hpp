@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "lanes/core/result.hpp"
@@ -35,8 +36,8 @@ struct Impairment {
 // this kernel has it; lanes does not drive netem yet either way). Errors
 // name the attribute; the caller adds file:line.
 Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs, bool have_netem);
-// "1%" → 10000 parts in a million
-Result<uint32_t> parse_probability(const std::string& value);
+// "1%" → 10000 parts in a million; nothing, and WHY, for anything else
+std::optional<uint32_t> parse_probability(const std::string& value, std::string& why);
 
 struct ImpairStats {
   uint64_t packets = 0, lost = 0, duplicated = 0;
