@@ -127,3 +127,61 @@ TEST_CASE("address plan: a pure step over the loaded model, giving the same plan
   CHECK(problems[0].rfind("tight.xml:1: ", 0) == 0);
   CHECK(problems[0].find("infra4 198.18.128.0/30 is too small") != std::string::npos);
 }
+
+TEST_CASE("impairments in a topology: a NIC's and a fabric link's, on both ends of the link, checked at their line", "[unit]") {
+  auto t = load_topology_text(R"(<topology name="x">
+  <spine name="s"/>
+  <rack name="r">
+    <host name="h" nics="4">
+      <nic index="2" loss="1%" duplicate="0.1%"/>
+      <job/>
+    </host>
+  </rack>
+  <link a="s" b="r-tor" loss="0.5%"/>
+</topology>)",
+                              "x.xml");
+  const Node& h = t.nodes[static_cast<size_t>(t.find_node("h"))];
+  CHECK(h.nics[2].impair == Impairment{10000, 1000});
+  CHECK_FALSE(h.nics[1].impair.any());
+  auto p = fabric_plan(t, "t1");
+  auto ns = [&](int node) { return RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(node)].name); };
+  std::set<std::pair<std::string, std::string>> impaired;
+  for (const auto& [where, c] : p.qdiscs.all<change::Impair>()) {
+    impaired.insert({where, c.ifname});
+    CHECK(c.impairment.any());
+  }
+  const Link& nic = t.links[static_cast<size_t>(h.nics[2].link)];
+  CHECK(impaired.count({ns(nic.a.node), nic.a.ifname}));  // the switch port: what h receives
+  CHECK(impaired.count({ns(nic.b.node), nic.b.ifname}));  // the NIC: what h sends
+  int fabric = 0;
+  for (const auto& l : t.links)
+    if (l.kind == LinkKind::fabric) {
+      CHECK(l.impair == Impairment{5000, 0});
+      CHECK(impaired.count({ns(l.a.node), l.a.ifname}));
+      CHECK(impaired.count({ns(l.b.node), l.b.ifname}));
+      ++fabric;
+    }
+  CHECK(fabric == 1);
+  CHECK(impaired.size() == 4);  // nothing else
+
+  auto problems = [](const std::string& xml) {
+    try {
+      (void)load_topology_text(xml, "bad.xml");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string e = problems(R"(<topology name="x">
+  <spine name="s"/>
+  <rack name="r">
+    <host name="h"><nic index="0" loss="2"/><nic index="1" delay="5ms"/></host>
+  </rack>
+  <link a="s" b="r-tor" duplicate="0%" jitter="1ms"/>
+</topology>)");
+  INFO(e);
+  CHECK(e.find("bad.xml:4: <nic> loss=\"2\": expected a percentage like 1% or 0.05%") != std::string::npos);
+  CHECK(e.find("bad.xml:4: <nic> delay=\"5ms\": needs the netem qdisc") != std::string::npos);
+  CHECK(e.find("bad.xml:6: <link> duplicate=\"0%\": expected a percentage above 0% and at most 100%") != std::string::npos);
+  CHECK(e.find("bad.xml:6: <link> jitter=\"1ms\": needs the netem qdisc") != std::string::npos);
+}

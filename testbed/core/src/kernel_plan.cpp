@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "lanes/core/log.hpp"
+#include "lanes/core/netns.hpp"
 
 namespace lanes::testbed {
 
@@ -44,6 +45,7 @@ std::string describe(const KernelChange& c) {
             return fmt::format("neighbour {} at {} on {}", n.ip.to_string(), to_string(n.mac), n.ifname);
           },
           [](const change::Tbf& t) { return fmt::format("tbf {} bit/s on {}", t.rate_bps, t.ifname); },
+          [](const change::Impair& i) { return fmt::format("impair {} ({})", i.ifname, i.impairment.describe()); },
           [](const change::Nexthop& n) {
             return fmt::format("nexthop {} via {} dev {}", n.id, n.gateway ? n.gateway->to_string() : "-", n.oif);
           },
@@ -93,6 +95,19 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
             },
             [&](const change::Neighbor& n) { return nl->add_neighbor(n.index, n.ip, n.mac, n.ifname); },
             [&](const change::Tbf& t) { return nl->set_tbf(t.index, t.rate_bps, t.ifname); },
+            [&](const change::Impair& i) -> Status {
+              // a BPF program is attached from inside the device's namespace
+              int fd = targets.ns_fd ? targets.ns_fd(pc.ns) : -1;
+              if (fd < 0) return os_error(ENOENT, "no namespace " + pc.ns);
+              return run_in_netns(
+                  fd,
+                  [&]() -> Status {
+                    auto d = DeviceImpairment::attach(i.index, i.ifname, i.impairment);
+                    if (!d) return d.error();
+                    return {};
+                  },
+                  "impairing " + i.ifname);
+            },
             [&](const change::Nexthop& n) { return nl->add_nexthop(n.id, n.oif, n.gateway); },
             [&](const change::Group& g) { return nl->add_nexthop_group(g.id, g.members, g.resilient); },
             [&](const change::AddRoute& r) { return nl->add_route(r.route); },

@@ -147,6 +147,23 @@ class Loader {
     return true;
   }
 
+  // loss= and duplicate= of a <nic> or a <link>; what only netem gives is refused
+  void get_impairment(const pugi::xml_node& n, Impairment& out) {
+    for (const char* k : {"loss", "duplicate"})
+      if (auto a = n.attribute(k)) {
+        std::string why;
+        if (auto p = parse_probability(a.value(), why))
+          (std::string(k) == "loss" ? out.loss_ppm : out.duplicate_ppm) = *p;
+        else
+          problem(n, "<{}> {}=\"{}\": {}", n.name(), k, a.value(), why);
+      }
+    for (const char* k : {"delay", "jitter", "reorder", "corrupt"})
+      if (auto a = n.attribute(k))
+        problem(n, "<{}> {}=\"{}\": needs the netem qdisc, which lanes does not drive yet: loss and duplicate "
+                   "work on any kernel (lanes' own BPF program); `lanes features` says whether this kernel has netem",
+                n.name(), k, a.value());
+  }
+
   template <typename Net, typename Parse>
   bool get_net(const pugi::xml_node& n, const char* attr, Parse parse, const Net& range, Net& out) {
     auto a = n.attribute(attr);
@@ -382,7 +399,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
   }
   std::set<long long> seen_nic;
   for (auto c : n.children("nic")) {
-    check_shape(c, {"index", "rate", "numa"}, {});
+    check_shape(c, {"index", "rate", "numa", "loss", "duplicate", "delay", "jitter", "reorder", "corrupt"}, {});
     long long idx = -1;
     if (!c.attribute("index")) {
       problem(c, "<nic>: missing attribute 'index'");
@@ -391,6 +408,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
     if (!get_int(c, "index", 0, nics - 1, idx)) continue;
     if (!seen_nic.insert(idx).second) problem(c, "<nic> index {} is given twice", idx);
     get_rate(c, "rate", nic_list[idx].rate_bps);
+    get_impairment(c, nic_list[idx].impair);
     long long nn = 0;
     if (get_int(c, "numa", 0, 63, nn)) nic_list[idx].numa = static_cast<int>(nn);
   }
@@ -464,6 +482,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       l.a.node = topo_.racks[rack_index].switch_node;
       l.b.node = idx;
       l.rate_bps = nic.rate_bps;
+      l.impair = nic.impair;
       l.nic = nic.index;
       l.loc = loc(n);
       topo_.links.push_back(l);
@@ -523,7 +542,7 @@ void Loader::load_links(const pugi::xml_node& root) {
   bool any = false;
   for (auto l : root.children("link")) {
     any = true;
-    check_shape(l, {"a", "b", "rate"}, {});
+    check_shape(l, {"a", "b", "rate", "loss", "duplicate", "delay", "jitter", "reorder", "corrupt"}, {});
     std::string an = l.attribute("a").value(), bn = l.attribute("b").value();
     if (an.empty() || bn.empty()) {
       problem(l, "<link> needs both a=\"NODE\" and b=\"NODE\"");
@@ -556,6 +575,7 @@ void Loader::load_links(const pugi::xml_node& root) {
     link.a.node = a;
     link.b.node = b;
     get_rate(l, "rate", link.rate_bps);
+    get_impairment(l, link.impair);
     link.loc = loc(l);
     topo_.links.push_back(link);
   }

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "lanes/core/impair.hpp"
 #include "lanes/core/address.hpp"
 #include "lanes/core/netlink.hpp"
 #include "lanes/core/result.hpp"
@@ -58,6 +59,12 @@ struct Tbf {
   std::string ifname;
   uint64_t rate_bps = 0;
 };
+// lanes' impairment program on the device's egress (impair.hpp)
+struct Impair {
+  int index = 0;
+  std::string ifname;
+  Impairment impairment;
+};
 struct Nexthop {
   uint32_t id = 0;
   int oif = 0;
@@ -86,7 +93,7 @@ struct AddRule {
 inline constexpr uint32_t kEndpointGsoMaxSize = 16 * 1024;
 
 using KernelChange = std::variant<change::Veth, change::Netkit, change::LinkUp, change::Address, change::Neighbor,
-                                  change::Tbf, change::Nexthop, change::Group, change::AddRoute, change::AddRule>;
+                                  change::Tbf, change::Impair, change::Nexthop, change::Group, change::AddRoute, change::AddRule>;
 
 // One line for a change: "veth swp1 (100) <-> eth0 (100) in lanes-ab12-h1",
 // "route default table 201 via 198.18.0.1 dev 100".

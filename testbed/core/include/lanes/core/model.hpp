@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lanes/core/impair.hpp"
 #include "lanes/core/address.hpp"
 
 namespace lanes::testbed {
@@ -50,6 +51,7 @@ struct Link {
   Endpoint a;
   Endpoint b;
   uint64_t rate_bps = 0;  // TBF line rate on both sides; 0 = unshaped
+  Impairment impair;      // loss and duplication on both sides (impair.hpp)
   int nic = -1;           // host NIC index for host_nic links
   SourceLoc loc;
 };
@@ -57,6 +59,7 @@ struct Link {
 struct Nic {
   int index = 0;
   uint64_t rate_bps = 0;
+  Impairment impair;  // its link's, both ways (<nic loss="..."/>)
   int numa = 0;
   int link = -1;    // index into Topology::links
   IfAddr4 job_addr4; // the container's address for this NIC (inside the rack block)
