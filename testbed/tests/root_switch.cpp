@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -351,6 +352,16 @@ struct SwitchesDeployed {
     ctx.emplace(DeployContext{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}});
     REQUIRE(deploy_switches(*ctx).ok());
   }
+  // r1-tor's gobgpd runs as WRAP makes its command line
+  void wrap_tor_gobgpd(const std::function<std::vector<std::string>(const std::vector<std::string>&)>& wrap) {
+    bool wrapped = false;
+    for (auto& d : ctx->daemons)
+      if (d.node == "r1-tor" && d.name == "gobgpd") {
+        d.argv = wrap(d.argv);
+        wrapped = true;
+      }
+    REQUIRE(wrapped);
+  }
 };
 
 TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root]") {
@@ -391,16 +402,12 @@ TEST_CASE("a daemon that crashes once before the run is ready is started again a
   // r1-tor's gobgpd dies with status 2 on its first start (as gobgpd's Go
   // runtime was seen to), then runs as it should
   std::string mark = reg.dir(id) + "/crashed-once";
-  bool wrapped = false;
-  for (auto& d : ctx.daemons)
-    if (d.node == "r1-tor" && d.name == "gobgpd") {
-      std::vector<std::string> argv = {"sh", "-c", "if [ -e " + mark + " ]; then exec \"$@\"; fi; touch " + mark + "; exit 2",
-                                       "gobgpd"};
-      argv.insert(argv.end(), d.argv.begin(), d.argv.end());
-      d.argv = argv;
-      wrapped = true;
-    }
-  REQUIRE(wrapped);
+  run.wrap_tor_gobgpd([&](const std::vector<std::string>& gobgpd) {
+    std::vector<std::string> argv = {"sh", "-c", "if [ -e " + mark + " ]; then exec \"$@\"; fi; touch " + mark + "; exit 2",
+                                     "gobgpd"};
+    argv.insert(argv.end(), gobgpd.begin(), gobgpd.end());
+    return argv;
+  });
   REQUIRE(write_daemon_requests(reg, id, ctx.daemons).ok());
   auto sup = start_supervisor(reg, id, std::chrono::seconds(30), lanes::test::lanes_bin());
   if (!sup.ok()) FAIL(sup.error().what());
@@ -423,13 +430,9 @@ TEST_CASE("a daemon that exits at every start fails the bring-up after three sta
   const std::string& id = run.id;
   auto& ctx = *run.ctx;
   std::string starts = reg.dir(id) + "/starts";
-  bool wrapped = false;
-  for (auto& d : ctx.daemons)
-    if (d.node == "r1-tor" && d.name == "gobgpd") {
-      d.argv = {"sh", "-c", "echo start >> " + starts + "; echo 'last words'; exit 3"};
-      wrapped = true;
-    }
-  REQUIRE(wrapped);
+  run.wrap_tor_gobgpd([&](const std::vector<std::string>&) {
+    return std::vector<std::string>{"sh", "-c", "echo start >> " + starts + "; echo 'last words'; exit 3"};
+  });
   REQUIRE(write_daemon_requests(reg, id, ctx.daemons).ok());
   auto sup = start_supervisor(reg, id, std::chrono::seconds(30), lanes::test::lanes_bin());
   CHECK_FALSE(sup.ok());
