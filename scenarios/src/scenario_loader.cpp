@@ -528,8 +528,7 @@ class Loader {
         return true;
       }
       case Kind::netem: {
-        return bad("needs the netem qdisc, which lanes does not drive yet: loss and duplicate work on any "
-                   "kernel (lanes' own BPF program); `lanes features` says whether this kernel has netem");
+        return bad(testbed::netem_refusal());
       }
       case Kind::choice:
         if (("|" + std::string(a.choices) + "|").find("|" + s + "|") == std::string::npos)

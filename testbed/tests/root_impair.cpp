@@ -73,25 +73,44 @@ struct Count {
   uint64_t sent = 0, received = 0;
 };
 
-// N datagrams from va to vb, in bursts the receiver's buffer takes whole;
-// every one that arrives is read
-Count send_and_count(int tx, int rx, uint64_t n) {
+// counts what has arrived on RX
+void drain(int rx, Count& c) {
+  char buf[64];
+  while (::recv(rx, buf, sizeof buf, MSG_DONTWAIT) > 0) ++c.received;
+}
+
+// ... until C holds WANT, or nothing came for 2 s
+void receive_until(int rx, Count& c, uint64_t want) {
+  drain(rx, c);
+  for (pollfd p{rx, POLLIN, 0}; c.received < want && ::poll(&p, 1, 2000) > 0; p.revents = 0) drain(rx, c);
+}
+
+// N datagrams from va to vb, in bursts the receiver's buffer takes whole
+Count send(int tx, int rx, uint64_t n) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(9);
   ::inet_pton(AF_INET, "198.18.202.1", &to.sin_addr);
   Count c;
   char buf[64] = {};
-  auto drain = [&](int wait_ms) {
-    for (pollfd p{rx, POLLIN, 0}; ::poll(&p, 1, wait_ms) > 0; p.revents = 0)
-      while (::recv(rx, buf, sizeof buf, MSG_DONTWAIT) > 0) ++c.received;
-  };
   for (uint64_t i = 0; i < n; ++i) {
     std::memcpy(buf, &i, sizeof i);
     if (::sendto(tx, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) == sizeof buf) ++c.sent;
-    if (i % 2000 == 1999) drain(0);
+    if (i % 2000 == 1999) drain(rx, c);
   }
-  drain(300);  // until the far side is quiet
+  return c;
+}
+
+// after SEND: what the program let through (its counters) must all arrive
+Count send_and_count(int tx, int rx, uint64_t n, const DeviceImpairment* imp) {
+  Count c = send(tx, rx, n);
+  uint64_t want = c.sent;
+  if (imp) {
+    auto st = imp->stats();
+    REQUIRE(st.ok());
+    want = c.sent - st.value().lost + st.value().duplicated;
+  }
+  receive_until(rx, c, want);
   return c;
 }
 
@@ -115,7 +134,7 @@ TEST_CASE("impairment: 1% loss configured loses 1.0% of 10^5 datagrams and the p
                 "impairing va")
                 .ok());
     ::close(nsfd);
-    Count c = send_and_count(tx, rx, 100000);
+    Count c = send_and_count(tx, rx, 100000, &*imp);
     auto st = imp->stats();
     REQUIRE(st.ok());
     double lost = 100.0 * static_cast<double>(c.sent - c.received) / static_cast<double>(c.sent);
@@ -151,7 +170,7 @@ TEST_CASE("impairment: duplication sends 1% twice, and a cleared device loses an
               },
               "impairing va")
               .ok());
-  Count c = send_and_count(tx, rx, 100000);
+  Count c = send_and_count(tx, rx, 100000, &*imp);
   auto st = imp->stats();
   REQUIRE(st.ok());
   double dup = 100.0 * static_cast<double>(c.received - c.sent) / static_cast<double>(c.sent);
@@ -164,7 +183,7 @@ TEST_CASE("impairment: duplication sends 1% twice, and a cleared device loses an
   REQUIRE(run_in_netns(nsfd, [&]() -> Status { return DeviceImpairment::clear(idx, "va"); }, "clearing").ok());
   REQUIRE(run_in_netns(nsfd, [&]() -> Status { return DeviceImpairment::clear(idx, "va"); }, "clearing").ok());
   ::close(nsfd);
-  Count after = send_and_count(tx, rx, 10000);
+  Count after = send_and_count(tx, rx, 10000, nullptr);
   CHECK(after.received == after.sent);
   CHECK(run_command("ip -n " + p.a + " -j filter show dev va egress").out.find("lanes_impair") == std::string::npos);
   ::close(rx);

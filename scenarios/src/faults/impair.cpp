@@ -63,7 +63,7 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
     std::map<std::string, std::string> a;
     for (const char* k : {"loss", "duplicate"})
       if (st.has(k)) a[k] = st.str(k);
-    auto p = testbed::parse_impairment(a, false);  // the loader checked the values
+    auto p = testbed::parse_impairment(a);  // the loader checked the values
     if (!p) throw std::runtime_error(fmt::format("fault {}: {}", type(), p.error().what()));
     imp = p.value();
   }

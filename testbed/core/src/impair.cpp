@@ -4,6 +4,7 @@
 #include <bpf/libbpf.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <vector>
@@ -68,7 +69,12 @@ std::optional<uint32_t> parse_probability(const std::string& value, std::string&
   return static_cast<uint32_t>(ppm);
 }
 
-Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs, bool have_netem) {
+std::string netem_refusal() {
+  return "needs the netem qdisc, which lanes does not drive yet: loss and duplicate work on any kernel (lanes' own "
+         "BPF program); `lanes features` says whether this kernel has netem";
+}
+
+Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs) {
   Impairment imp;
   for (const auto& [k, v] : attrs) {
     if (k == "loss" || k == "duplicate") {
@@ -76,15 +82,8 @@ Result<Impairment> parse_impairment(const std::map<std::string, std::string>& at
       auto p = parse_probability(v, why);
       if (!p) return os_error(EINVAL, fmt::format("{}=\"{}\": {}", k, v, why));
       (k == "loss" ? imp.loss_ppm : imp.duplicate_ppm) = *p;
-    } else if (k == "delay" || k == "jitter" || k == "reorder" || k == "corrupt") {
-      return os_error(ENOTSUP, have_netem
-                                   ? fmt::format("{}: needs the netem qdisc, which lanes does not drive yet "
-                                                 "(loss and duplicate work, through lanes' own BPF program)",
-                                                 k)
-                                   : fmt::format("{}: needs the netem qdisc, and this kernel has none "
-                                                 "(loss and duplicate work without it, through lanes' own BPF "
-                                                 "program; `lanes features` lists what there is)",
-                                                 k));
+    } else if (std::find(std::begin(kNetemOnly), std::end(kNetemOnly), k) != std::end(kNetemOnly)) {
+      return os_error(ENOTSUP, fmt::format("{}=\"{}\": {}", k, v, netem_refusal()));
     }
   }
   return imp;

@@ -157,11 +157,8 @@ class Loader {
         else
           problem(n, "<{}> {}=\"{}\": {}", n.name(), k, a.value(), why);
       }
-    for (const char* k : {"delay", "jitter", "reorder", "corrupt"})
-      if (auto a = n.attribute(k))
-        problem(n, "<{}> {}=\"{}\": needs the netem qdisc, which lanes does not drive yet: loss and duplicate "
-                   "work on any kernel (lanes' own BPF program); `lanes features` says whether this kernel has netem",
-                n.name(), k, a.value());
+    for (const char* k : kNetemOnly)
+      if (auto a = n.attribute(k)) problem(n, "<{}> {}=\"{}\": {}", n.name(), k, a.value(), netem_refusal());
   }
 
   template <typename Net, typename Parse>

@@ -30,12 +30,16 @@ struct Impairment {
   bool operator==(const Impairment&) const = default;
 };
 
+// What only netem gives, refused wherever it is asked for: lanes does not
+// drive netem (and this round's kernel has none)
+inline constexpr const char* kNetemOnly[] = {"delay", "jitter", "reorder", "corrupt"};
+// why one of kNetemOnly is refused
+std::string netem_refusal();
+
 // The impairment attributes of an element or a fault: loss, duplicate
-// ("1%", "0.05%", 0 < p ≤ 100; parts of a million at least). delay, jitter,
-// reorder and corrupt are refused: they need netem (HAVE_NETEM says whether
-// this kernel has it; lanes does not drive netem yet either way). Errors
-// name the attribute; the caller adds file:line.
-Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs, bool have_netem);
+// ("1%", "0.05%", 0 < p ≤ 100; parts of a million at least); one of
+// kNetemOnly is refused. Errors name the attribute; the caller adds file:line.
+Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs);
 // "1%" → 10000 parts in a million; nothing, and WHY, for anything else
 std::optional<uint32_t> parse_probability(const std::string& value, std::string& why);
 
