@@ -181,11 +181,6 @@ void HostAgent::update(Nic& s) {
 // A NIC's state reaches its container link, the container's group and the datapath.
 void HostAgent::apply(Nic& s, bool up) {
   s.up = up;
-  // the egress groups change with every NIC (the kernel drops a link's next
-  // hops with it): their buckets' idle times count from the last change
-  auto now = std::chrono::steady_clock::now();
-  bool settled = now - changed_ >= kBusyWindow;
-  changed_ = now;
   if (dp_) (void)dp_->set_nic_up(s.index, up);
   // taking a device down flushes the routes through it. NIC k's own table
   // first: the container link comes up next, and what the job sends from
@@ -212,72 +207,70 @@ void HostAgent::apply(Nic& s, bool up) {
       if (auto st = cnl_.add_nexthop(id, s.eth_idx, parse_ip(v6 ? s.host_side6 : s.host_side4), true, 4, true); !st)
         lg::warn("{}", st.error().what());
     }
-    set_egress_groups(settled ? &s : nullptr);
+    set_egress_groups();
+    // with no unbalanced timer the kernel moves no bucket in use: nothing to wait for
+    if (cfg_.unbalanced_timer_s > 0) {
+      relookup_ = std::chrono::steady_clock::now() + rejoin_phase(cfg_.unbalanced_timer_s);
+      relookup_waits_ = 0;
+    }
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
 }
 
-// The container's egress groups over the up NICs. RETURNED, if given, has
-// just come back: for one unbalanced timer it weighs enough to take its
-// share of the busy buckets too (core/rejoin.hpp), then tick() evens it.
-void HostAgent::set_egress_groups(const Nic* returned) {
+// The container's egress groups over the up NICs, each weighing the same.
+// Replacing a group makes every socket whose route went through it look
+// its route up again at its next packet.
+void HostAgent::set_egress_groups() {
   ResilientParams rp = egress_group_params(cfg_.unbalanced_timer_s);
-  size_t up = 0;
-  for (const auto& o : nics_) up += o.up;
-  bool weighted = false;
   for (uint32_t base : {1u, 101u}) {
     if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;  // the job has no such family
-    uint32_t group = base == 1 ? 1000 : 1001;
-    uint16_t w = 1;
-    if (returned && cfg_.unbalanced_timer_s > 0)
-      if (auto b = cnl_.nexthop_bucket_activity(group)) w = rejoin_weight(b.value(), up, 1);
     std::vector<std::pair<uint32_t, uint16_t>> m;
     for (const auto& o : nics_)
-      if (o.up) m.emplace_back(base + static_cast<uint32_t>(o.index), returned && o.index == returned->index ? w : 1);
-    if (auto st = cnl_.add_nexthop_group(group, m, rp, true); !st) lg::warn("{}", st.error().what());
-    weighted = weighted || w > 1;
+      if (o.up) m.emplace_back(base + static_cast<uint32_t>(o.index), 1);
+    if (auto st = cnl_.add_nexthop_group(base == 1 ? 1000 : 1001, m, rp, true); !st) lg::warn("{}", st.error().what());
   }
-  // the groups are set again after one unbalanced timer, when the kernel
-  // has moved the returned member's buckets to it, weighted or not: the
-  // job's own flows are the container's local sockets, which keep the
-  // route they looked up (their buckets never look busy, and a bucket
-  // that moves does not make them look again); a group replaced does
-  if (returned && cfg_.unbalanced_timer_s > 0) {
-    evening_ = std::chrono::steady_clock::now() + rejoin_phase(cfg_.unbalanced_timer_s);
-    evening_nic_ = returned->index;
-    evening_waits_ = 0;
-  }
-  if (weighted)
-    lg::info("{}: {} back: weighted in the egress groups for one unbalanced timer", cfg_.host, returned->ifname);
 }
 
+// A NIC came back. The job's flows are the container's own sockets: each
+// keeps the route it looked up last (its next hop, not its bucket), and a
+// bucket the kernel moves does not make it look again. The kernel moves
+// the returned NIC's buckets to it when the group's unbalanced timer
+// expires (no bucket of a group in use is idle for its idle timer), and
+// only then does replacing the group again spread the flows over every
+// NIC. Replaced any earlier, the flows would hash into a table that still
+// lacks the returned NIC (or, weighted toward it, one that lacks the
+// others) and keep what they found. So the groups are read every quarter
+// second until they are balanced, four seconds at most.
 void HostAgent::tick(std::chrono::steady_clock::time_point now) {
-  if (!evening_ || *evening_ > now) return;
-  // evened before the kernel's upkeep gave the returned NIC its buckets,
-  // the groups would be replaced as they were, the job's sockets would look
-  // their routes up again into the old buckets and keep them: it waits for
-  // the buckets (a quarter second at a time, two seconds at most)
-  size_t up = 0;
-  bool back = false;  // the returned NIC is still up (down again: nothing to wait for)
-  for (const auto& o : nics_) {
-    up += o.up;
-    back = back || (evening_nic_ && o.index == *evening_nic_ && o.up);
-  }
-  bool moved = true;
+  if (!relookup_ || *relookup_ > now) return;
+  bool even = true;
+  std::string counts;
   for (uint32_t base : {1u, 101u}) {
-    if ((base == 1 ? cfg_.task4 : cfg_.task6).empty() || !back) continue;
-    if (auto b = cnl_.nexthop_bucket_activity(base == 1 ? 1000 : 1001))
-      moved = moved && holds_share(b.value(), base + static_cast<uint32_t>(*evening_nic_), up);
+    if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;
+    std::vector<uint32_t> members;
+    for (const auto& o : nics_)
+      if (o.up) members.push_back(base + static_cast<uint32_t>(o.index));
+    if (members.empty()) continue;  // no NIC up: nothing to spread over
+    auto b = cnl_.nexthop_bucket_activity(base == 1 ? 1000 : 1001);
+    even = even && b && balanced(b.value(), members);
+    if (b && counts.empty())
+      for (uint32_t nh : members)
+        counts += fmt::format("{}{}", counts.empty() ? "" : " ",
+                              std::count_if(b.value().begin(), b.value().end(), [&](const BucketInfo& x) { return x.nh_id == nh; }));
   }
-  if (!moved && evening_waits_ < 8) {
-    ++evening_waits_;
-    evening_ = now + std::chrono::milliseconds(250);
+  if (!even && relookup_waits_ < 16) {
+    ++relookup_waits_;
+    relookup_ = now + std::chrono::milliseconds(250);
     return;
   }
-  if (!moved) lg::warn("{}: the kernel has not moved a returned NIC's buckets to it after 2 s; evening anyway", cfg_.host);
-  evening_.reset();
-  evening_nic_.reset();
-  set_egress_groups(nullptr);
+  if (even)
+    lg::info("{}: egress groups balanced ({} buckets per NIC in use): the job's flows look their routes up again",
+             cfg_.host, counts);
+  else
+    lg::warn("{}: egress groups still unbalanced after 4 s ({} buckets per NIC in use); the job's flows look their "
+             "routes up again anyway", cfg_.host, counts);
+  relookup_.reset();
+  set_egress_groups();
 }
 
 nlohmann::json HostAgent::state() const {

@@ -26,8 +26,19 @@ namespace tb = lanes::testbed;
 
 namespace {
 
+// A file in a directory of this test process's own, removed when it exits.
 std::string write_temp(const std::string& name, const std::string& text) {
-  auto p = std::filesystem::temp_directory_path() / ("lanes-unit-" + std::to_string(::getpid()) + "-" + name);
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("lanes-unit-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    ~Dir() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  };
+  static Dir dir;
+  auto p = dir.path / name;
   std::ofstream(p) << text;
   return p.string();
 }

@@ -288,6 +288,21 @@ TEST_CASE("holds_share: a returned member holds its even share of the buckets, o
   CHECK(holds_share({}, 3, 4));  // no group to read
 }
 
+TEST_CASE("balanced: every member of a resilient group holds its share of the buckets", "[unit]") {
+  auto group = [](std::vector<std::pair<uint32_t, size_t>> held) {
+    std::vector<BucketInfo> b;
+    for (auto [nh, n] : held) b.insert(b.end(), n, BucketInfo{nh, 0});
+    return b;
+  };
+  CHECK(balanced(group({{1, 16}, {2, 16}, {3, 16}, {4, 16}}), {1, 2, 3, 4}));
+  CHECK(balanced(group({{1, 17}, {2, 16}, {3, 16}, {4, 15}}), {1, 2, 3, 4}));   // one short of 16
+  CHECK_FALSE(balanced(group({{1, 22}, {2, 21}, {4, 21}}), {1, 2, 3, 4}));      // 3 back, no bucket yet
+  CHECK_FALSE(balanced(group({{1, 1}, {2, 1}, {3, 61}, {4, 1}}), {1, 2, 3, 4}));  // weighted toward 3
+  CHECK_FALSE(balanced(group({{1, 2}, {2, 2}, {3, 58}, {4, 2}}), {1, 2, 3, 4}));  // evening, not yet moved back
+  CHECK(balanced(group({{1, 22}, {2, 21}, {4, 21}}), {1, 2, 4}));
+  CHECK_FALSE(balanced({}, {1, 2, 3, 4}));  // no group read
+}
+
 TEST_CASE("rejoin_weight: a returned member's weight is its share of the busy buckets", "[unit]") {
   auto buckets = [](size_t n, size_t busy) {
     std::vector<BucketInfo> b(n, BucketInfo{1, 500});

@@ -22,4 +22,10 @@ bool holds_share(const std::vector<BucketInfo>& buckets, uint32_t nh, size_t mem
   return held + 1 >= buckets.size() / members;
 }
 
+bool balanced(const std::vector<BucketInfo>& buckets, const std::vector<uint32_t>& members) {
+  if (buckets.empty() || members.empty()) return false;
+  return std::all_of(members.begin(), members.end(),
+                     [&](uint32_t nh) { return holds_share(buckets, nh, members.size()); });
+}
+
 }  // namespace lanes::testbed

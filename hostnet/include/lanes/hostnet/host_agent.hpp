@@ -76,10 +76,11 @@ class HostAgent {
   // The datapath's counters move without an event (the bpf modes): only
   // then has state() to be read again on a timer.
   bool has_counters() const { return dp_.has_value(); }
-  // A returned NIC's weighted phase in the egress groups ends by NOW; the
-  // time it is due, if one is pending.
+  // After a NIC's return, once the egress groups are balanced, the job's
+  // flows look their routes up again (host_agent.cpp); the time the next
+  // look at the groups is due, if one is pending.
   void tick(std::chrono::steady_clock::time_point now);
-  std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return evening_; }
+  std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return relookup_; }
 
  private:
   struct Nic : HostAgentConfig::Nic {
@@ -94,16 +95,14 @@ class HostAgent {
   void apply(Nic& s, bool up);
   void update(Nic& s);
   void restore_routes(const Nic& s, bool job);
-  void set_egress_groups(const Nic* returned);
+  void set_egress_groups();
 
   HostAgentConfig cfg_;
   testbed::Netlink hnl_, cnl_;
   std::vector<Nic> nics_;
   std::optional<Datapath> dp_;
-  std::optional<std::chrono::steady_clock::time_point> evening_;  // the egress groups' weights go even
-  std::optional<int> evening_nic_;  // the NIC whose return it follows
-  int evening_waits_ = 0;           // quarter seconds it waited for the kernel's upkeep
-  std::chrono::steady_clock::time_point changed_ = std::chrono::steady_clock::now();  // a NIC's last change
+  std::optional<std::chrono::steady_clock::time_point> relookup_;  // the groups are read again, for tick()
+  int relookup_waits_ = 0;  // quarter seconds it waited for the kernel's upkeep
 };
 
 }  // namespace lanes::hostnet

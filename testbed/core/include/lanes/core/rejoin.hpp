@@ -38,6 +38,10 @@ uint16_t rejoin_weight(const std::vector<BucketInfo>& buckets, size_t members, s
 // count that does not divide evenly).
 bool holds_share(const std::vector<BucketInfo>& buckets, uint32_t nh, size_t members);
 
+// Every one of MEMBERS holds its share of BUCKETS (holds_share). An empty
+// table is not balanced: it is a read that found no group.
+bool balanced(const std::vector<BucketInfo>& buckets, const std::vector<uint32_t>& members);
+
 // How long the weighted phase lasts: the unbalanced timer and a margin for
 // the kernel's upkeep to run.
 inline std::chrono::milliseconds rejoin_phase(uint32_t unbalanced_timer_s) {
