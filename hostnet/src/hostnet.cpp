@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -215,7 +216,8 @@ Status deploy_host(DeployContext& ctx, int host) {
   const Node& h = t.nodes.at(static_cast<size_t>(host));
   std::string why;
   EgressMode mode = effective_mode(h.job->egress, ctx.features, &why);
-  if (!why.empty()) log::warn("{}: {}", h.name, why);
+  static std::atomic<bool> said{false};  // once per process, not once per host
+  if (!why.empty() && !said.exchange(true)) log::warn("{} (every host whose egress is bpf or bpf-numa)", why);
 
   std::string cname = job_netns(ctx.run_id, h.name);
   auto cns = Netns::create(cname, container_sysctls());

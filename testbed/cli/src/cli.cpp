@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "lanes/core/log.hpp"
+#include "lanes/core/process.hpp"
+#include "lanes/core/rootless.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/core/version.hpp"
 
@@ -40,7 +42,10 @@ void print_main_help(std::ostream& out) {
          "usage: lanes [--log-level debug|info|warn|error] COMMAND [ARGS]\n\ncommands:\n";
   for (const auto& c : all_commands()) out << fmt::format("  {:<44} {}\n", fmt::format("{} {}", c.name, c.args), c.summary);
   out << "\n'lanes COMMAND --help' describes a command. Exit codes: 0 ok, 1 failure, 2 bad input.\n"
-         "Runs keep their state in $LANES_STATE_DIR (default /run/lanes).\n";
+         "Runs keep their state in $LANES_STATE_DIR (default /run/lanes). Without root, lanes runs\n"
+         "in a user namespace of the user's own and keeps its state under $XDG_RUNTIME_DIR/lanes\n"
+         "(or ~/.local/state/lanes); BPF is not available there (the bpf egress modes fall back to\n"
+         "ecmp, link impairments are refused).\n";
 }
 
 bool parse(const std::vector<std::string>& args, const Command& cmd, po::options_description& desc,
@@ -91,6 +96,8 @@ const std::vector<Command> kBuiltins = {
     {"switch-config", "FILE NODE [--agent]", "print the gobgpd or FIB agent config of a switch", cmd_switch_config},
     {"supervise", "RUN --state-dir DIR [--owner PID:START]", "(internal) keep a run's daemons alive",
      cmd_supervise},
+    {"keep-world", "--ready-fd FD", "(internal) hold an ordinary user's namespaces while runs live in them",
+     cmd_keep_world},
 };
 
 }  // namespace commands
@@ -98,10 +105,14 @@ const std::vector<Command> kBuiltins = {
 using namespace commands;
 
 bool have_privileges(std::ostream& err, const char* what) {
-  if (::geteuid() == 0) return true;
-  err << "lanes " << what << ": needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN to create network "
-      << "namespaces)\n";
-  return false;
+  if (::geteuid() == 0) return true;  // root, or already in the user's rootless world
+  // an ordinary user: into the world of the user's own namespaces
+  if (auto st = rootless::enter_world(self_dir() + "/lanes"); !st) {
+    err << "lanes " << what << ": without root lanes runs in a user namespace of its own, and " << st.error().what()
+        << "\n";
+    return false;
+  }
+  return true;
 }
 
 bool parse_command_line(const std::vector<std::string>& args, const std::string& name, const std::string& usage_args,

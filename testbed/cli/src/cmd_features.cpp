@@ -36,6 +36,7 @@ int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::
                      f.kernel, yn(f.netkit), yn(f.dummy), yn(f.netem), yn(f.tbf), yn(f.nexthop_objects),
                      yn(f.resilient_groups), f.bpf ? "yes" : "no (" + f.bpf_error + ")");
   out << "impairments       " << f.impairments() << "\n";
+  out << "privileges        " << f.privileges() << "\n";
   if (!f.notes.empty()) out << "notes: " << f.notes << "\n";
   out << fmt::format("limits that bound a run's size (lanes validate warns when a topology nears one):\n"
                      "  cpus              {}\n  memory available  {:.1f} GiB (daemons: about 10 MiB per job host, 61 "

@@ -278,6 +278,8 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
     err << "lanes status: no run '" << run << "' (lanes status lists the runs)\n";
     return kExitBadInput;
   }
+  // a run's nodes are read inside its namespaces (an ordinary user's are in the user's world)
+  if (!have_privileges(err, "status")) return kExitFailure;
   std::optional<Topology> topo;
   try {
     topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology());

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "lanes/core/process.hpp"
+#include "lanes/core/rootless.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "lanes/core/supervisor.hpp"
 
@@ -40,6 +41,26 @@ int cmd_supervise([[maybe_unused]] const CliContext& cli, const std::vector<std:
     }
   }
   return run_supervisor(RunRegistry(state_dir), run, o);
+}
+
+}  // namespace lanes::testbed::commands
+
+namespace lanes::testbed::commands {
+
+int cmd_keep_world([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out,
+                   std::ostream&) {
+  po::options_description desc("options");
+  int fd = -1;
+  desc.add_options()("ready-fd", po::value(&fd)->required(), "where to say the world stands (or why not)");
+  po::positional_options_description pos;
+  po::variables_map vm;
+  if (!parse(args, cmd_named("keep-world"), desc, pos, vm, out,
+             "Internal: started by a lanes command of an ordinary user when the user has no world.\n"
+             "Makes a user, mount and network namespace, holds them while any process is in them,\n"
+             "and leaves when it is alone there."))
+    return kExitOk;
+  if (fd < 0) throw UsageError("--ready-fd: expected a file descriptor");
+  return rootless::keep_world(fd);
 }
 
 }  // namespace lanes::testbed::commands

@@ -47,5 +47,6 @@ int cmd_clean([[maybe_unused]] const CliContext& cli, const std::vector<std::str
 int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int cmd_supervise([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_keep_world([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace lanes::testbed::commands

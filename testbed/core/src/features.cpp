@@ -1,4 +1,5 @@
 #include "lanes/core/features.hpp"
+#include "lanes/core/rootless.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -33,10 +34,18 @@ nlohmann::json KernelFeatures::to_json() const {
           {"tbf", tbf},
           {"nexthop_objects", nexthop_objects},
           {"resilient_groups", resilient_groups},
+          {"rootless", rootless},
+          {"privileges", privileges()},
           {"bpf", bpf},
           {"bpf_error", bpf_error},
           {"impairments", impairments()},
           {"notes", notes}};
+}
+
+std::string KernelFeatures::privileges() const {
+  if (!rootless) return "root";
+  return std::string("rootless: a user namespace of the user's own, state under ") + rootless::state_dir() +
+         (bpf ? "" : "; without BPF the bpf egress modes fall back to ecmp and links cannot be impaired");
 }
 
 std::string KernelFeatures::impairments() const {
@@ -100,24 +109,29 @@ KernelFeatures probe_kernel_features() {
                "lanes' own BPF program, silent drops nftables); ";
   if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
   {
-    // libbpf's own messages go to the logging facade
-    libbpf_set_print([](enum libbpf_print_level level, const char* format, va_list args) -> int {
+    // libbpf's own messages go to the logging facade; while the probe
+    // loads, its complaints are the probe's answer, not a warning
+    static constexpr auto print = [](enum libbpf_print_level level, const char* format, va_list args, bool quiet) {
       char buf[1024];
       int n = std::vsnprintf(buf, sizeof buf, format, args);
       std::string_view msg(buf, n > 0 ? std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1) : 0);
       while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
-      if (level == LIBBPF_WARN)
+      if (level == LIBBPF_WARN && !quiet)
         log::warn("{}", msg);
       else
         log::debug("{}", msg);
       return 0;
-    });
+    };
+    libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, true); });
     // load (never attach) the probe program from its embedded skeleton
     probe_bpf* skel = probe_bpf__open();
     int err = skel ? probe_bpf__load(skel) : -errno;
     f.bpf = skel && err == 0;
     if (!f.bpf) f.bpf_error = std::strerror(err < 0 ? -err : err);
+    f.rootless = rootless::world_base().has_value();
+    if (!f.bpf && f.rootless) f.bpf_error += ": lanes without root runs in a user namespace, which grants no BPF";
     probe_bpf__destroy(skel);
+    libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, false); });
   }
   if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
                          "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be impaired; ";

@@ -1,4 +1,5 @@
 #include "lanes/core/impair.hpp"
+#include "lanes/core/rootless.hpp"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -101,6 +102,9 @@ DeviceImpairment& DeviceImpairment::operator=(DeviceImpairment&&) noexcept = def
 DeviceImpairment::~DeviceImpairment() = default;
 
 Result<DeviceImpairment> DeviceImpairment::attach(int ifindex, const std::string& ifname, const Impairment& imp) {
+  if (rootless::world_base())
+    return os_error(EPERM, "impairing " + ifname + ": link impairments are lanes' tc BPF program, and lanes without "
+                           "root runs in a user namespace, which cannot load BPF; run lanes as root for them");
   DeviceImpairment d;
   d.skel_ = std::make_unique<Skel>();
   d.skel_->s = impair_bpf__open();

@@ -15,6 +15,7 @@
 
 #include "lanes/core/log.hpp"
 #include "lanes/core/process.hpp"
+#include "lanes/core/rootless.hpp"
 
 namespace lanes::testbed {
 namespace {
@@ -27,6 +28,9 @@ Status prepare_netns_dir() {
   static bool done = false;
   std::lock_guard lk(mu);
   if (done) return {};
+  // in the rootless world every process shares the world's one mount
+  // namespace: its mount points need no propagation
+  if (rootless::world_base()) return {};
   if (::mkdir(kNetnsDir, 0755) != 0 && errno != EEXIST) return errno_error("creating /run/netns");
   if (::mount("", kNetnsDir, "none", MS_SHARED | MS_REC, nullptr) != 0) {
     if (errno != EINVAL) return errno_error("making /run/netns a shared mount");
@@ -46,6 +50,11 @@ Result<ino_t> inode_of(int fd, const std::string& what) {
 }
 
 }  // namespace
+
+std::string netns_dir() {
+  std::string d = rootless::netns_dir();  // an ordinary user's, or inside the user's world
+  return d.empty() ? kNetnsDir : d;
+}
 
 NetnsGuard::NetnsGuard(int target_fd) {
   original_.reset(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
@@ -119,7 +128,7 @@ ino_t current_netns_inode() {
 
 Result<Netns> Netns::create(const std::string& name, const std::vector<Sysctl>& sysctls) {
   if (auto st = prepare_netns_dir(); !st) return st.error();
-  std::string path = std::string(kNetnsDir) + "/" + name;
+  std::string path = netns_dir() + "/" + name;
   {
     Fd mp(::open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0));
     if (!mp) return errno_error("creating the mount point " + path);
@@ -149,7 +158,7 @@ Result<Netns> Netns::create(const std::string& name, const std::vector<Sysctl>& 
 }
 
 Result<Netns> Netns::open(const std::string& name) {
-  std::string path = std::string(kNetnsDir) + "/" + name;
+  std::string path = netns_dir() + "/" + name;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return errno_error("opening network namespace " + name);
   auto ino = inode_of(fd.get(), "reading namespace " + name);
@@ -158,7 +167,7 @@ Result<Netns> Netns::open(const std::string& name) {
 }
 
 Status remove_netns(const std::string& name) {
-  std::string path = std::string(kNetnsDir) + "/" + name;
+  std::string path = netns_dir() + "/" + name;
   if (::umount2(path.c_str(), MNT_DETACH) != 0 && errno != EINVAL && errno != ENOENT)
     return errno_error("unmounting network namespace " + name);
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
@@ -169,7 +178,7 @@ Status remove_netns(const std::string& name) {
 
 std::vector<std::string> list_netns(const std::string& prefix) {
   std::vector<std::string> out;
-  DIR* d = ::opendir(kNetnsDir);
+  DIR* d = ::opendir(netns_dir().c_str());
   if (!d) return out;
   while (auto* e = ::readdir(d)) {
     std::string n = e->d_name;

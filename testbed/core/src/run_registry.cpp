@@ -16,6 +16,7 @@
 #include "lanes/core/log.hpp"
 #include "lanes/core/netns.hpp"
 #include "lanes/core/process.hpp"
+#include "lanes/core/rootless.hpp"
 
 namespace lanes::testbed {
 
@@ -62,7 +63,13 @@ RunRegistry::RunRegistry(std::string base, std::string owners)
 
 std::string RunRegistry::default_base() {
   if (const char* e = std::getenv("LANES_STATE_DIR"); e && *e) return e;
+  if (auto d = rootless::state_dir(); !d.empty()) return d;  // an ordinary user's, or inside the user's world
   return "/run/lanes";
+}
+
+std::string RunRegistry::default_owners() {
+  if (auto d = rootless::owners_dir(); !d.empty()) return d;
+  return "/run/lanes-owners";
 }
 
 bool RunRegistry::valid_id(const std::string& id) {

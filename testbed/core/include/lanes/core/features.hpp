@@ -17,12 +17,15 @@ struct KernelFeatures {
   bool tbf = false;
   bool nexthop_objects = false;
   bool resilient_groups = false;
+  bool rootless = false;  // lanes runs without root, in the user's own user namespace (core/rootless.hpp)
   bool bpf = false;       // this process can load a tc BPF program
   std::string bpf_error;  // why not, when it cannot
   std::string notes;  // what a missing feature disables
 
   // which link impairments lanes can apply here, and how
   std::string impairments() const;
+  // who lanes runs as, and what that withholds
+  std::string privileges() const;
   nlohmann::json to_json() const;
 };
 

@@ -16,6 +16,9 @@
 namespace lanes::testbed {
 
 inline constexpr const char* kNetnsDir = "/run/netns";
+// Where namespaces are mounted: kNetnsDir, or in lanes' rootless world the
+// user's lanes-netns directory (core/rootless.hpp).
+std::string netns_dir();
 
 struct Sysctl {
   std::string key;  // "net.ipv4.ip_forward"
@@ -36,7 +39,7 @@ class Netns {
   const std::string& name() const { return name_; }
   int fd() const { return fd_.get(); }
   ino_t inode() const { return inode_; }
-  std::string path() const { return std::string(kNetnsDir) + "/" + name_; }
+  std::string path() const { return netns_dir() + "/" + name_; }
 
  private:
   std::string name_;

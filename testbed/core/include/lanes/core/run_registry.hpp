@@ -82,7 +82,7 @@ class RunRegistry {
  public:
   explicit RunRegistry(std::string base = default_base(), std::string owners = default_owners());
   static std::string default_base();
-  static std::string default_owners() { return "/run/lanes-owners"; }
+  static std::string default_owners();
   static bool valid_id(const std::string& id);  // 1-8 of [a-z0-9]
   static std::string netns_prefix(const std::string& id) { return "lanes-" + id + "-"; }
   static std::string netns_name(const std::string& id, const std::string& node) {
