@@ -31,6 +31,9 @@ function(lanes_add_catch_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} Catch2::Catch2 lanes_options)
+  if(ARG_TIER STREQUAL "unit")
+    set_property(GLOBAL APPEND PROPERTY LANES_UNIT_TEST_TARGETS ${name})  # the rootless tier runs them too
+  endif()
   catch_discover_tests(${name}
     TEST_SPEC "[${ARG_TIER}]"
     EXTRA_ARGS --use-colour no

@@ -50,6 +50,14 @@ bool write_text(const std::string& path, const std::string& text) {
   return fd && ::write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
 }
 
+// A zombie is in no namespace that matters: its parent (outside the world,
+// often) has yet to reap it.
+bool zombie(pid_t pid) {
+  std::string stat = read_first_line("/proc/" + std::to_string(pid) + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && (stat[close + 2] == 'Z' || stat[close + 2] == 'X');
+}
+
 ino_t userns_inode(pid_t pid) {
   struct stat st {};
   std::string p = "/proc/" + std::to_string(pid) + "/ns/user";
@@ -247,7 +255,7 @@ int keep_world(int ready_fd) {
     }
     bool others = false;
     for (pid_t p : list_pids())
-      if (p != ::getpid() && userns_inode(p) == self_ns) {
+      if (p != ::getpid() && userns_inode(p) == self_ns && !zombie(p)) {
         others = true;
         break;
       }
