@@ -433,6 +433,12 @@ class Loader {
         ok = false;
       }
     }
+    if (ok && st.element == "fault" && topo)
+      if (const Fault* fault = find_fault(st.type))
+        if (auto why = fault->check(st, *topo); !why.empty()) {
+          problem(n, "{}", why);
+          ok = false;
+        }
     if (st.element == "mark") marks.insert(st.str("name"));
     if (st.has("mark")) marks.insert(st.str("mark"));
     if (st.element == "workload") marks.insert(st.str("name") + ".start"), marks.insert(st.str("name") + ".end");

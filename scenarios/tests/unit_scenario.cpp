@@ -145,6 +145,28 @@ TEST_CASE("impairments: percentages checked at their line, what needs netem refu
   CHECK(p.size() == 7);
 }
 
+TEST_CASE("impairments on a switch port or a fabric link: one target, a port the switch has", "[unit]") {
+  auto p = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/two-racks.xml"/>
+  <phase name="a">
+    <fault type="impair" switch="r1-tor" port="swp1" loss="1%"/>
+    <fault type="clear-impair" switch="r1-tor" port="swp1"/>
+    <fault type="impair" switch="r1-tor" port="swp99" loss="1%"/>
+    <fault type="impair" switch="r1h1" port="nic0" loss="1%"/>
+    <fault type="impair" host="r1h1" nic="0" switch="r1-tor" port="swp1" loss="1%"/>
+    <fault type="impair" switch="r1-tor" loss="1%"/>
+    <fault type="impair" loss="1%"/>
+  </phase>
+</scenario>)");
+  std::string f = kFile + ":";
+  CHECK(has(p, f + "6: port=\"swp99\": r1-tor has no such port (its ports: "));
+  CHECK(has(p, f + "7: switch=\"r1h1\": expected a rack switch or a spine"));
+  CHECK(has(p, f + "8: fault impair takes host=\"...\" nic=\"...\" (a host's NIC) or switch="));
+  CHECK(has(p, f + "9: fault impair takes host="));
+  CHECK(has(p, f + "10: fault impair takes host="));
+  CHECK(p.size() == 5);
+}
+
 TEST_CASE("impairment values: parts in a million, described back", "[unit]") {
   std::string why;
   CHECK(lanes::testbed::parse_probability("1%", why) == 10000u);

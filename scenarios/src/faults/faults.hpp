@@ -46,13 +46,16 @@ class SilentDrop final : public Fault {
   bool drop_;
 };
 
-// impair / clear-impair: loss or duplication on the link of a host's NIC,
-// on the host's side (tx), the switch port's (rx) or both (testbed/impair.hpp)
+// impair / clear-impair: loss or duplication on a link (testbed/impair.hpp):
+// a host's NIC's (host= nic=), or a switch port's (switch= port=: a host's
+// port, a storage server's, a fabric link to a spine). tx is what the named
+// side sends (its egress), rx what it receives (the other end's egress).
 class Impair final : public Fault {
  public:
   explicit Impair(bool set) : set_(set) {}
   const char* type() const override;
   const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
   void apply(const Step& st, const std::string& label, StepContext& ctx) const override;
 
  private:

@@ -30,8 +30,10 @@ Held& held() {
 const char* Impair::type() const { return set_ ? "impair" : "clear-impair"; }
 
 const Attrs& Impair::attrs() const {
-  static const Attrs set = {{"host", Kind::host, true},
-                            {"nic", Kind::nic, true},
+  static const Attrs set = {{"host", Kind::host},
+                            {"nic", Kind::nic},
+                            {"switch", Kind::node},
+                            {"port", Kind::text},
                             {"direction", Kind::choice, false, "both|tx|rx"},
                             {"loss", Kind::percent},
                             {"duplicate", Kind::percent},
@@ -40,24 +42,77 @@ const Attrs& Impair::attrs() const {
                             {"reorder", Kind::netem},
                             {"corrupt", Kind::netem},
                             {"mark", Kind::name}};
-  static const Attrs clear = {{"host", Kind::host, true},
-                              {"nic", Kind::nic, true},
+  static const Attrs clear = {{"host", Kind::host},
+                              {"nic", Kind::nic},
+                              {"switch", Kind::node},
+                              {"port", Kind::text},
                               {"direction", Kind::choice, false, "both|tx|rx"},
                               {"mark", Kind::name}};
   return set_ ? set : clear;
 }
 
-// The host's NIC is the link's side B, the switch port side A (as for
-// silent-drop). tx: what the host sends (the NIC's egress), rx: what it
-// receives (the port's egress). Each side's program is loaded and attached
-// from inside its namespace; it stays when this returns.
+namespace {
+
+// The link a step names, and which of its ends is the named side: a host's
+// NIC (side B; the switch port is side A) or a switch's port (either side).
+struct Target {
+  const testbed::Link* link = nullptr;
+  const testbed::Endpoint* named = nullptr;  // tx: its egress
+  const testbed::Endpoint* other = nullptr;  // rx: its egress
+  std::string what;                          // "h1 nic2", "r1-tor swp9"
+};
+
+std::optional<Target> target_of(const Step& st, const testbed::Topology& topo) {
+  if (st.has("host")) {
+    int h = topo.find_node(st.str("host"));
+    if (h < 0 || !st.has("nic")) return std::nullopt;
+    const auto& node = topo.nodes.at(static_cast<size_t>(h));
+    int nic = st.integer("nic");
+    if (nic < 0 || static_cast<size_t>(nic) >= node.nics.size()) return std::nullopt;
+    const auto& l = topo.links.at(static_cast<size_t>(node.nics.at(static_cast<size_t>(nic)).link));
+    return Target{&l, &l.b, &l.a, fmt::format("{} nic{}", st.str("host"), nic)};
+  }
+  int sw = topo.find_node(st.str("switch"));
+  if (sw < 0) return std::nullopt;
+  for (const auto& l : topo.links) {
+    if (l.a.node == sw && l.a.ifname == st.str("port")) return Target{&l, &l.a, &l.b, st.str("switch") + " " + st.str("port")};
+    if (l.b.node == sw && l.b.ifname == st.str("port")) return Target{&l, &l.b, &l.a, st.str("switch") + " " + st.str("port")};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Impair::check(const Step& st, const testbed::Topology& topo) const {
+  bool nic = st.has("host") || st.has("nic"), port = st.has("switch") || st.has("port");
+  if (nic == port || (nic && !(st.has("host") && st.has("nic"))) || (port && !(st.has("switch") && st.has("port"))))
+    return fmt::format("fault {} takes host=\"...\" nic=\"...\" (a host's NIC) or switch=\"...\" port=\"...\" (a "
+                       "switch's port: to a host, a server or a spine)",
+                       type());
+  if (port) {
+    const auto& n = topo.nodes.at(static_cast<size_t>(topo.find_node(st.str("switch"))));
+    if (n.kind != testbed::NodeKind::rack_switch && n.kind != testbed::NodeKind::spine)
+      return fmt::format("switch=\"{}\": expected a rack switch or a spine", st.str("switch"));
+    if (!target_of(st, topo)) {
+      std::string ports;
+      for (const auto& l : topo.links)
+        for (const auto* e : {&l.a, &l.b})
+          if (topo.nodes.at(static_cast<size_t>(e->node)).name == st.str("switch"))
+            ports += (ports.empty() ? "" : ", ") + e->ifname;
+      return fmt::format("port=\"{}\": {} has no such port (its ports: {})", st.str("port"), st.str("switch"), ports);
+    }
+  }
+  return "";
+}
+
+// tx: what the named side sends (its egress), rx: what it receives (the
+// other end's egress). Each side's program is loaded and attached from
+// inside its namespace; it stays when this returns.
 void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) const {
   const auto& topo = ctx.topo();
-  std::string host = st.str("host");
-  int nic = st.integer("nic");
+  auto t = target_of(st, topo);
+  if (!t) throw std::runtime_error(fmt::format("fault {}: no such link in this phase's topology", type()));
   std::string dir = st.has("direction") ? st.str("direction") : "both";
-  const auto& h = topo.nodes.at(static_cast<size_t>(topo.find_node(host)));
-  const auto& l = topo.links.at(static_cast<size_t>(h.nics.at(static_cast<size_t>(nic)).link));
   testbed::Impairment imp;
   if (set_) {
     std::map<std::string, std::string> a;
@@ -68,8 +123,8 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
     imp = p.value();
   }
   std::vector<std::pair<const testbed::Endpoint*, const char*>> sides;
-  if (dir != "rx") sides.emplace_back(&l.b, "tx");
-  if (dir != "tx") sides.emplace_back(&l.a, "rx");
+  if (dir != "rx") sides.emplace_back(t->named, "tx");
+  if (dir != "tx") sides.emplace_back(t->other, "rx");
   nlohmann::json measured = nlohmann::json::object();
   std::string said;
   for (auto [ep, what] : sides) {
@@ -106,8 +161,8 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
   }
   ctx.mark(label, "fault");
   if (!measured.empty()) ctx.record_fault(label, {{"impairment", measured}});
-  ctx.say(set_ ? fmt::format("fault: {} nic{} impaired ({}), {}", host, nic, dir, imp.describe())
-               : fmt::format("fault: {} nic{} impairment cleared ({}){}", host, nic, dir, said));
+  ctx.say(set_ ? fmt::format("fault: {} impaired ({}), {}", t->what, dir, imp.describe())
+               : fmt::format("fault: {} impairment cleared ({}){}", t->what, dir, said));
 }
 
 }  // namespace lanes::scenarios

@@ -69,6 +69,8 @@ class Fault {
   virtual ~Fault() = default;
   virtual const char* type() const = 0;
   virtual const Attrs& attrs() const = 0;
+  // A problem of STEP in TOPO the attribute declarations cannot say ("" if none).
+  virtual std::string check(const Step&, const testbed::Topology&) const { return ""; }
   // Applies the fault; LABEL is its mark= (or its type), under which it
   // marks the timeline and records what it measured.
   virtual void apply(const Step& st, const std::string& label, StepContext& ctx) const = 0;
