@@ -3,7 +3,7 @@
 # usage: run_scenario.sh LANES FILE OUT_DIR
 # Without root it is reported as not run (exit 77), never as passed.
 if [ "$(id -u)" -ne 0 ]; then
-  echo "not run: lanes run needs root"
+  echo "not run: the scenario tier runs as root (without root lanes has no BPF: the bpf egress modes fall back to ecmp and impairments are refused; the rootless tier covers lanes without root)"
   exit 77
 fi
 exec "$1" run "$2" --out "$3"

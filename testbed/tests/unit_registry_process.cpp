@@ -14,6 +14,8 @@
 #include "lanes/core/cpu_load.hpp"
 #include "lanes/core/handle.hpp"
 #include "lanes/core/process.hpp"
+#include "lanes/core/netns.hpp"
+#include "lanes/core/rootless.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "support.hpp"
 
@@ -34,6 +36,31 @@ struct TempDir {
   }
 };
 }  // namespace
+
+TEST_CASE("rootless paths: inside a user's world every directory is under its base", "[unit]") {
+  // this test process's environment only (each test case runs in a process of its own)
+  ::unsetenv("LANES_STATE_DIR");
+  ::setenv(rootless::kEnv, "/run/user/1000", 1);
+  CHECK(rootless::world_base() == std::optional<std::string>("/run/user/1000"));
+  CHECK(RunRegistry::default_base() == "/run/user/1000/lanes");
+  CHECK(RunRegistry::default_owners() == "/run/user/1000/lanes-owners");
+  CHECK(netns_dir() == "/run/user/1000/lanes-netns");
+  ::setenv("LANES_STATE_DIR", "/tmp/elsewhere", 1);  // a state dir given wins; owners and mounts stay the user's
+  CHECK(RunRegistry::default_base() == "/tmp/elsewhere");
+  CHECK(netns_dir() == "/run/user/1000/lanes-netns");
+  ::unsetenv(rootless::kEnv);
+  ::unsetenv("LANES_STATE_DIR");
+  if (::geteuid() == 0) {  // root outside a world: the machine's directories
+    CHECK(RunRegistry::default_base() == "/run/lanes");
+    CHECK(netns_dir() == "/run/netns");
+  } else if (!rootless::user_base().empty()) {  // an ordinary user outside the world lists its runs without entering
+    CHECK(RunRegistry::default_base() == rootless::user_base() + "/lanes");
+  }
+  // where user namespaces are refused, the reason comes with what to do
+  auto why = rootless::userns_refusal(EPERM);
+  CHECK(why.find("may not make a user namespace here (Operation not permitted)") != std::string::npos);
+  CHECK(why.find("run lanes as root") != std::string::npos);
+}
 
 TEST_CASE("run registry creates locks saves loads lists and removes runs", "[unit]") {
   TempDir tmp;

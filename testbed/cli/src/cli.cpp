@@ -108,8 +108,7 @@ bool have_privileges(std::ostream& err, const char* what) {
   if (::geteuid() == 0) return true;  // root, or already in the user's rootless world
   // an ordinary user: into the world of the user's own namespaces
   if (auto st = rootless::enter_world(self_dir() + "/lanes"); !st) {
-    err << "lanes " << what << ": without root lanes runs in a user namespace of its own, and " << st.error().what()
-        << "\n";
+    err << "lanes " << what << ": without root: " << st.error().what() << "\n";
     return false;
   }
   return true;

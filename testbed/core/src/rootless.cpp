@@ -145,8 +145,8 @@ std::string userns_refusal(int err) {
 Status enter_world(const std::string& self) {
   std::string base = user_base();
   if (base.empty())
-    return os_error(ENOENT, "lanes without root keeps its runs under $XDG_RUNTIME_DIR or ~/.local/state, and "
-                            "neither exists: set XDG_RUNTIME_DIR to a directory of this user's");
+    return os_error(ENOENT, "lanes keeps an ordinary user's runs under $XDG_RUNTIME_DIR or ~/.local/state, and "
+                            "neither exists (set XDG_RUNTIME_DIR to a directory of this user's)");
   std::error_code ec;
   for (const char* leaf : {"lanes", "lanes-owners", "lanes-netns"}) {
     std::filesystem::create_directories(base + "/" + leaf, ec);
