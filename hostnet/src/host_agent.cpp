@@ -225,10 +225,17 @@ void HostAgent::set_egress_groups() {
   for (uint32_t base : {1u, 101u}) {
     if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;  // the job has no such family
     std::vector<std::pair<uint32_t, uint16_t>> m;
-    for (const auto& o : nics_)
-      if (o.up) m.emplace_back(base + static_cast<uint32_t>(o.index), 1);
+    for (uint32_t nh : egress_members(base)) m.emplace_back(nh, 1);
     if (auto st = cnl_.add_nexthop_group(base == 1 ? 1000 : 1001, m, rp, true); !st) lg::warn("{}", st.error().what());
   }
+}
+
+// The next hops of the up NICs in the family whose ids start at BASE.
+std::vector<uint32_t> HostAgent::egress_members(uint32_t base) const {
+  std::vector<uint32_t> m;
+  for (const auto& o : nics_)
+    if (o.up) m.push_back(base + static_cast<uint32_t>(o.index));
+  return m;
 }
 
 // A NIC came back. The job's flows are the container's own sockets: each
@@ -247,9 +254,7 @@ void HostAgent::tick(std::chrono::steady_clock::time_point now) {
   std::string counts;
   for (uint32_t base : {1u, 101u}) {
     if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;
-    std::vector<uint32_t> members;
-    for (const auto& o : nics_)
-      if (o.up) members.push_back(base + static_cast<uint32_t>(o.index));
+    std::vector<uint32_t> members = egress_members(base);
     if (members.empty()) continue;  // no NIC up: nothing to spread over
     auto b = cnl_.nexthop_bucket_activity(base == 1 ? 1000 : 1001);
     even = even && b && balanced(b.value(), members);

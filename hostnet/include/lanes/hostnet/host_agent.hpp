@@ -96,6 +96,7 @@ class HostAgent {
   void update(Nic& s);
   void restore_routes(const Nic& s, bool job);
   void set_egress_groups();
+  std::vector<uint32_t> egress_members(uint32_t base) const;
 
   HostAgentConfig cfg_;
   testbed::Netlink hnl_, cnl_;
