@@ -55,19 +55,14 @@ int main(int argc, char** argv) {
     bfd.emplace(loop, cfg.bfd_socket, [&](const lanes::bfd::Verdicts& v) { agent.value()->bfd_changed(v); });
   StateFile state_file(ds.state_path);
   lg::info("{}: host agent ready ({} NICs, egress {})", cfg.host, agent.value()->nic_count(), cfg.mode);
-  // after every wake (a link event, a BFD verdict, a deadline): the state
+  // after every wake (a link event, a BFD verdict, the timer): the state
   // file. The datapath's counters change without an event: in the bpf
   // modes they are read once a second; otherwise an idle agent sleeps (a
   // fleet has a thousand of them on two cores)
   loop.run([&]() -> std::optional<EventLoop::Clock::time_point> {
-    agent.value()->tick(EventLoop::Clock::now());
     state_file.publish(agent.value()->state());
-    std::optional<EventLoop::Clock::time_point> next = agent.value()->next_deadline();
-    if (agent.value()->has_counters()) {
-      auto counters = EventLoop::Clock::now() + std::chrono::seconds(1);
-      next = next ? std::min(*next, counters) : counters;
-    }
-    return next;
+    if (agent.value()->has_counters()) return EventLoop::Clock::now() + std::chrono::seconds(1);
+    return std::nullopt;
   });
   lg::info("{}: stopping; the datapath stays attached", cfg.host);
   return 0;

@@ -21,7 +21,6 @@ HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
   c.container_netns = j.value("container_netns", "");
   c.task4 = j.value("task4", "");
   c.task6 = j.value("task6", "");
-  c.unbalanced_timer_s = j.value("unbalanced_timer_s", 1u);
   c.bfd_socket = j.value("bfd_socket", "");
   for (const auto& n : j.value("nics", nlohmann::json::array())) {
     Nic s;
@@ -53,15 +52,14 @@ nlohmann::json HostAgentConfig::to_json() const {
                  {"host_side4", s.host_side4}, {"host_side6", s.host_side6}, {"cont_side4", s.cont_side4},
                  {"cont_side6", s.cont_side6}, {"table", s.table}});
   return {{"host", host},   {"mode", mode},   {"container_netns", container_netns},
-          {"task4", task4}, {"task6", task6}, {"unbalanced_timer_s", unbalanced_timer_s},
-          {"bfd_socket", bfd_socket}, {"nics", n}};
+          {"task4", task4}, {"task6", task6}, {"bfd_socket", bfd_socket}, {"nics", n}};
 }
 
-ResilientParams egress_group_params(uint32_t unbalanced_timer_s) {
+ResilientParams egress_group_params() {
   ResilientParams rp;
   rp.buckets = 64;
-  rp.idle_timer_s = 60;
-  rp.unbalanced_timer_s = unbalanced_timer_s;
+  rp.idle_timer_s = 0;
+  rp.unbalanced_timer_s = 0;
   return rp;
 }
 
@@ -208,20 +206,24 @@ void HostAgent::apply(Nic& s, bool up) {
         lg::warn("{}", st.error().what());
     }
     set_egress_groups();
-    // with no unbalanced timer the kernel moves no bucket in use: nothing to wait for
-    if (cfg_.unbalanced_timer_s > 0) {
-      relookup_ = std::chrono::steady_clock::now() + rejoin_phase(cfg_.unbalanced_timer_s);
-      relookup_waits_ = 0;
-    }
+    report_balance();
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
 }
 
 // The container's egress groups over the up NICs, each weighing the same.
-// Replacing a group makes every socket whose route went through it look
-// its route up again at its next packet.
+// The job's flows are the container's own sockets, and each keeps the next
+// hop it looked up last: a bucket the kernel moves later does not move the
+// socket. Replacing a group makes every socket whose route went through it
+// look its route up again at its next packet, so the table must already be
+// balanced when the replace returns. It is: the groups' idle timer is 0, so
+// every bucket a member holds beyond its share is idle, and the kernel
+// moves them to a returned NIC within the replace (the fewest moves that
+// balance the table; a bucket of a NIC that stays where it is keeps its
+// flows). With the default idle timer the buckets of running flows stay
+// until the unbalanced timer, and the flows found a table without the NIC.
 void HostAgent::set_egress_groups() {
-  ResilientParams rp = egress_group_params(cfg_.unbalanced_timer_s);
+  ResilientParams rp = egress_group_params();
   for (uint32_t base : {1u, 101u}) {
     if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;  // the job has no such family
     std::vector<std::pair<uint32_t, uint16_t>> m;
@@ -238,44 +240,30 @@ std::vector<uint32_t> HostAgent::egress_members(uint32_t base) const {
   return m;
 }
 
-// A NIC came back. The job's flows are the container's own sockets: each
-// keeps the route it looked up last (its next hop, not its bucket), and a
-// bucket the kernel moves does not make it look again. The kernel moves
-// the returned NIC's buckets to it when the group's unbalanced timer
-// expires (no bucket of a group in use is idle for its idle timer), and
-// only then does replacing the group again spread the flows over every
-// NIC. Replaced any earlier, the flows would hash into a table that still
-// lacks the returned NIC (or, weighted toward it, one that lacks the
-// others) and keep what they found. So the groups are read every quarter
-// second until they are balanced, four seconds at most.
-void HostAgent::tick(std::chrono::steady_clock::time_point now) {
-  if (!relookup_ || *relookup_ > now) return;
-  bool even = true;
-  std::string counts;
+// After a NIC's return: the bucket counts of the egress groups, in the
+// log, and a warning should a group not be balanced (the flows that looked
+// their routes up then may leave a NIC idle).
+void HostAgent::report_balance() {
   for (uint32_t base : {1u, 101u}) {
     if ((base == 1 ? cfg_.task4 : cfg_.task6).empty()) continue;
     std::vector<uint32_t> members = egress_members(base);
-    if (members.empty()) continue;  // no NIC up: nothing to spread over
-    auto b = cnl_.nexthop_bucket_activity(base == 1 ? 1000 : 1001);
-    even = even && b && balanced(b.value(), members);
-    if (b && counts.empty())
-      for (uint32_t nh : members)
-        counts += fmt::format("{}{}", counts.empty() ? "" : " ",
-                              std::count_if(b.value().begin(), b.value().end(), [&](const BucketInfo& x) { return x.nh_id == nh; }));
+    if (members.empty()) continue;
+    uint32_t group = base == 1 ? 1000 : 1001;
+    auto b = cnl_.nexthop_bucket_activity(group);
+    if (!b) {
+      lg::warn("{}: egress group {}: {}", cfg_.host, group, b.error().what());
+      continue;
+    }
+    std::string counts;
+    for (uint32_t nh : members)
+      counts += fmt::format("{}{}", counts.empty() ? "" : " ",
+                            std::count_if(b.value().begin(), b.value().end(), [&](const BucketInfo& x) { return x.nh_id == nh; }));
+    if (balanced(b.value(), members))
+      lg::info("{}: egress group {} balanced ({} buckets per NIC): the job's flows look their routes up again", cfg_.host,
+               group, counts);
+    else
+      lg::warn("{}: egress group {} not balanced after the replace ({} buckets per NIC)", cfg_.host, group, counts);
   }
-  if (!even && relookup_waits_ < 16) {
-    ++relookup_waits_;
-    relookup_ = now + std::chrono::milliseconds(250);
-    return;
-  }
-  if (even)
-    lg::info("{}: egress groups balanced ({} buckets per NIC in use): the job's flows look their routes up again",
-             cfg_.host, counts);
-  else
-    lg::warn("{}: egress groups still unbalanced after 4 s ({} buckets per NIC in use); the job's flows look their "
-             "routes up again anyway", cfg_.host, counts);
-  relookup_.reset();
-  set_egress_groups();
 }
 
 nlohmann::json HostAgent::state() const {

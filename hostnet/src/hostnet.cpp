@@ -54,7 +54,6 @@ HostAgentConfig host_agent_config(const Topology& t, int host, const std::string
   c.container_netns = job_netns(run_id, h.name);
   c.task4 = h.job->has4() ? h.job->task_ip4.to_string() : "";
   c.task6 = h.job->has6() ? h.job->task_ip6.to_string() : "";
-  c.unbalanced_timer_s = t.racks.at(static_cast<size_t>(h.rack)).sw.unbalanced_timer_s;
   for (const auto& nic : h.nics) {
     const Link& l = t.links[nic.link];
     HostAgentConfig::Nic n;
@@ -163,7 +162,7 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
       // one next hop per NIC link in a resilient group: a link that goes
       // down takes only its own flows with it
       change::Group group{v6 ? 1001u : 1000u, {},
-                          egress_group_params(t.racks.at(static_cast<size_t>(h.rack)).sw.unbalanced_timer_s)};
+                          egress_group_params()};
       for (const auto& nic : h.nics) {
         uint32_t id = (v6 ? 101 : 1) + static_cast<uint32_t>(nic.index);
         p.add(cns, change::Nexthop{id, cidx(nic), host_side(nic)});

@@ -34,9 +34,6 @@ struct HostAgentConfig {
   std::string mode = "ecmp";  // egress mode: single, ecmp, bpf, bpf-numa
   std::string container_netns;
   std::string task4, task6;
-  // the container's egress groups: a NIC back after this long gets busy
-  // buckets too (the rack's unbalanced-timer)
-  uint32_t unbalanced_timer_s = 1;
   std::string bfd_socket;  // lanes-bfdd's verdicts on the NICs ("" = no BFD)
   std::vector<Nic> nics;
 
@@ -51,9 +48,10 @@ struct HostAgentFiles {
   std::string state;   // <run>/hosts/<host>/host-agent-state.json (HostAgent::state)
 };
 
-// The container's egress groups (1000 IPv4, 1001 IPv6): 64 buckets, idle
-// after 60 s, and the given unbalanced timer.
-testbed::ResilientParams egress_group_params(uint32_t unbalanced_timer_s);
+// The container's egress groups (1000 IPv4, 1001 IPv6): 64 buckets and an
+// idle timer of 0, so a change of members balances the table at once
+// (host_agent.cpp, set_egress_groups).
+testbed::ResilientParams egress_group_params();
 
 HostAgentFiles host_agent_files(const testbed::RunLayout& run, const std::string& host);
 
@@ -76,11 +74,6 @@ class HostAgent {
   // The datapath's counters move without an event (the bpf modes): only
   // then has state() to be read again on a timer.
   bool has_counters() const { return dp_.has_value(); }
-  // After a NIC's return, once the egress groups are balanced, the job's
-  // flows look their routes up again (host_agent.cpp); the time the next
-  // look at the groups is due, if one is pending.
-  void tick(std::chrono::steady_clock::time_point now);
-  std::optional<std::chrono::steady_clock::time_point> next_deadline() const { return relookup_; }
 
  private:
   struct Nic : HostAgentConfig::Nic {
@@ -96,14 +89,13 @@ class HostAgent {
   void update(Nic& s);
   void restore_routes(const Nic& s, bool job);
   void set_egress_groups();
+  void report_balance();
   std::vector<uint32_t> egress_members(uint32_t base) const;
 
   HostAgentConfig cfg_;
   testbed::Netlink hnl_, cnl_;
   std::vector<Nic> nics_;
   std::optional<Datapath> dp_;
-  std::optional<std::chrono::steady_clock::time_point> relookup_;  // the groups are read again, for tick()
-  int relookup_waits_ = 0;  // quarter seconds it waited for the kernel's upkeep
 };
 
 }  // namespace lanes::hostnet
