@@ -446,9 +446,11 @@ std::string figure_text(const WorkloadResult& w) {
 
 void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
   o << fmt::format(R"(<section id="s{}"><h2>{} <span class="badge {}">{}</span></h2><p class="muted">{} — {} · {:.1f} s</p>)",
-                   idx, esc(s.name), s.passed ? "pass" : "fail", s.passed ? "passed" : "failed", esc(s.description),
-                   esc(s.file), s.duration_s);
+                   idx, esc(s.name), s.passed ? "pass" : s.not_run.empty() ? "fail" : "muted",
+                   s.passed ? "passed" : s.not_run.empty() ? "failed" : "not run", esc(s.description), esc(s.file),
+                   s.duration_s);
   if (!s.error.empty()) o << "<p class=\"fail\">" << esc(s.error) << "</p>";
+  if (!s.not_run.empty()) o << "<p>Not run here: " << esc(s.not_run) << "</p>";
   o << "<table><tr><th></th><th>assertion</th><th>phase</th><th>expected</th><th>measured</th><th>note</th></tr>";
   for (const auto& a : s.assertions)
     o << fmt::format(R"(<tr class="assertion"><td class="{}">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class="muted">{}</td></tr>)",
@@ -597,7 +599,8 @@ std::string html_report(const RunResult& r) {
       for (const auto& w : p.workloads)
         key += fmt::format("{}<b>{}</b>/{}: {}", key.empty() ? "" : "<br>", esc(p.name), esc(w.name), esc(figure_text(w)));
     o << fmt::format(R"(<tr><td><a href="#s{}">{}</a></td><td class="{}">{}</td><td>{} of {}</td><td>{}</td><td>{:.1f} s</td></tr>)",
-                     idx++, esc(s.name), s.passed ? "pass" : "fail", s.passed ? "passed" : "failed",
+                     idx++, esc(s.name), s.passed ? "pass" : s.not_run.empty() ? "fail" : "muted",
+                     s.passed ? "passed" : s.not_run.empty() ? "failed" : "not run",
                      s.assertions.size() - static_cast<size_t>(failed), s.assertions.size(), key, s.duration_s);
   }
   o << "</table>";

@@ -44,10 +44,12 @@ std::string junit_xml(const RunResult& r) {
     int t = 0, f = 0, e = 0;
     for (const auto& a : s.assertions) ++t, f += !a.passed;
     if (!s.error.empty()) ++t, ++e;
+    if (!s.not_run.empty()) ++t;
     suite.append_attribute("name") = ("lanes." + s.name).c_str();
     suite.append_attribute("tests") = t;
     suite.append_attribute("failures") = f;
     suite.append_attribute("errors") = e;
+    suite.append_attribute("skipped") = s.not_run.empty() ? 0 : 1;
     suite.append_attribute("time") = secs(s.duration_s).c_str();
     suite.append_attribute("timestamp") = junit_time(r.started).c_str();
     suite.append_attribute("hostname") = hostname().c_str();
@@ -80,6 +82,13 @@ std::string junit_xml(const RunResult& r) {
                                        a.measured, a.message.empty() ? "" : "\n" + a.message);
         fl.text() = body.c_str();
       }
+    }
+    if (!s.not_run.empty()) {
+      auto tc = suite.append_child("testcase");
+      tc.append_attribute("name") = "run";
+      tc.append_attribute("classname") = ("lanes." + s.name).c_str();
+      tc.append_attribute("time") = "0";
+      tc.append_child("skipped").append_attribute("message") = s.not_run.c_str();
     }
     if (!s.error.empty()) {
       auto tc = suite.append_child("testcase");

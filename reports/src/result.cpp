@@ -1,5 +1,7 @@
 #include "lanes/reports/result.hpp"
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -19,8 +21,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PhaseResult, name, run_id, confi
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TopologyView::Node, name, kind, rack)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TopologyView::Link, a, b, kind)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TopologyView, name, nodes, links)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ScenarioResult, name, description, file, passed, error, duration_s,
-                                                topology, phases, assertions, log_tail)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ScenarioResult, name, description, file, passed, error, not_run,
+                                                duration_s, topology, phases, assertions, log_tail)
 
 void to_json(json& j, const RunResult& r) {
   j = json{{"format", "lanes-results/1"},
@@ -60,10 +62,18 @@ const PhaseResult* ScenarioResult::phase(const std::string& n) const {
 }
 
 bool RunResult::passed() const {
-  if (scenarios.empty()) return false;
-  for (const auto& s : scenarios)
+  bool ran = false;
+  for (const auto& s : scenarios) {
+    if (!s.not_run.empty()) continue;
     if (!s.passed) return false;
-  return true;
+    ran = true;
+  }
+  return ran;
+}
+
+int RunResult::not_run() const {
+  return static_cast<int>(std::count_if(scenarios.begin(), scenarios.end(),
+                                        [](const ScenarioResult& s) { return !s.not_run.empty(); }));
 }
 
 int RunResult::assertions_failed() const {

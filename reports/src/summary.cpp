@@ -13,6 +13,10 @@ namespace lanes::reports {
 void terminal_summary(const RunResult& r, const std::string& dir, std::ostream& out) {
   out << "\n";
   for (const auto& s : r.scenarios) {
+    if (!s.not_run.empty()) {
+      out << fmt::format("NOT RUN {}: {}\n", s.name, s.not_run);
+      continue;
+    }
     int failed = 0;
     for (const auto& a : s.assertions) failed += !a.passed;
     out << fmt::format("{} {}  ({} of {} assertions, {:.1f} s)\n", s.passed ? "PASS" : "FAIL", s.name,
@@ -27,8 +31,11 @@ void terminal_summary(const RunResult& r, const std::string& dir, std::ostream& 
                              a.message.empty() || a.passed ? "" : " — " + a.message);
     if (!s.error.empty()) out << "  ✗ could not run: " << s.error << "\n";
   }
-  out << fmt::format("\n{}: {} scenarios, {} of {} assertions passed in {:.1f} s\n",
-                     r.passed() ? "PASSED" : "FAILED", r.scenarios.size(), r.assertions_total() - r.assertions_failed(),
+  int skipped = r.not_run();
+  bool none_ran = skipped == static_cast<int>(r.scenarios.size()) && skipped > 0;
+  out << fmt::format("\n{}: {} scenarios{}, {} of {} assertions passed in {:.1f} s\n",
+                     none_ran ? "NOT RUN" : r.passed() ? "PASSED" : "FAILED", r.scenarios.size(),
+                     skipped ? fmt::format(" ({} not run here)", skipped) : "", r.assertions_total() - r.assertions_failed(),
                      r.assertions_total(), r.duration_s);
   if (!dir.empty()) out << "report: " << dir << "/report.html (results.json, junit.xml beside it)\n";
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <regex>
 
 #include "lanes/core/process.hpp"
@@ -123,6 +124,39 @@ TEST_CASE("JUnit XML validates against the JUnit schema and says expected and me
     std::ofstream(dir + "/broken.xml") << broken;
   }
   CHECK(xmllint(dir + "/broken.xml") != 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a scenario not run here is neither passed nor failed and says why", "[unit]") {
+  auto dir = tmp_dir();
+  RunResult r;
+  r.started = "2026-12-03T08:00:00Z";
+  ScenarioResult ran;
+  ran.name = "lossy-nic";
+  ran.passed = true;
+  ran.assertions.push_back({});
+  ran.assertions.back().name = "bytes-verified";
+  ran.assertions.back().passed = true;
+  ScenarioResult skipped;
+  skipped.name = "far-nic";
+  skipped.not_run = "it asks for delay at far-nic.xml:20; that needs the netem qdisc";
+  r.scenarios = {skipped};
+  CHECK_FALSE(r.passed());  // nothing ran
+  CHECK(r.not_run() == 1);
+  r.scenarios.push_back(ran);
+  CHECK(r.passed());  // what ran passed
+  std::string xml = junit_xml(r);
+  {
+    std::ofstream(dir + "/junit.xml") << xml;
+  }
+  CHECK(xmllint(dir + "/junit.xml") == 0);
+  CHECK(xml.find("<skipped message=\"it asks for delay at far-nic.xml:20") != std::string::npos);
+  std::ostringstream out;
+  terminal_summary(r, "", out);
+  CHECK(out.str().find("NOT RUN far-nic: it asks for delay") != std::string::npos);
+  CHECK(out.str().find("PASSED: 2 scenarios (1 not run here)") != std::string::npos);
+  write_results_json(r, dir + "/results.json");
+  CHECK(read_results_json(dir + "/results.json").scenarios.at(0).not_run == skipped.not_run);
   std::filesystem::remove_all(dir);
 }
 

@@ -17,6 +17,8 @@
 #include "assertions/live_assertions.hpp"
 #include "nic_sampler.hpp"
 #include "lanes/core/cpu_load.hpp"
+#include "lanes/core/features.hpp"
+#include "lanes/core/impair.hpp"
 #include "lanes/core/interrupt.hpp"
 #include "lanes/core/live_run.hpp"
 #include "lanes/core/log.hpp"
@@ -736,6 +738,28 @@ reports::TopologyView view_of(const tb::Topology& t) {
 
 }  // namespace
 
+namespace {
+// What SC needs that this kernel lacks, said with the first place that
+// asks for it ("" when it can run): an impairment only netem gives, in a
+// phase's topology or in a fault.
+std::string missing_for(const Scenario& sc) {
+  std::string where;
+  for (const auto& ph : sc.phases) {
+    for (const auto& l : ph.topology.links)
+      if (where.empty() && l.impair.netem())
+        where = fmt::format("{} at {}:{}", l.impair.netem_parts(), l.impair_loc.file, l.impair_loc.line);
+    for (const auto& st : ph.steps)
+      if (where.empty() && st.element == "fault" && st.type == "impair")
+        for (const char* k : testbed::kNetemOnly)
+          if (where.empty() && st.has(k)) where = fmt::format("{} at {}:{}", k, sc.file, st.line);
+  }
+  if (where.empty()) return "";
+  static const bool netem = testbed::probe_kernel_features().netem;
+  if (netem) return "";
+  return fmt::format("it asks for {}; that {}", where, testbed::netem_missing());
+}
+}  // namespace
+
 reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt_in) {
   RunOptions opt = opt_in;
   ScenarioResult r;
@@ -749,6 +773,11 @@ reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt_i
   std::filesystem::create_directories(opt.out_dir);
   std::ofstream steps(opt.out_dir + "/steps.log", std::ios::trunc);
   if (opt.progress) *opt.progress << "scenario " << sc.name << ": " << sc.description << "\n" << std::flush;
+  if (r.not_run = missing_for(sc); !r.not_run.empty()) {
+    if (opt.progress) *opt.progress << "  not run: " << r.not_run << "\n";
+    steps << "not run: " << r.not_run << "\n";
+    return r;
+  }
   for (size_t i = 0; i < sc.phases.size(); ++i) {
     const auto& ph = sc.phases[i];
     r.phases.emplace_back();

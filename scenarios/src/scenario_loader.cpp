@@ -533,8 +533,10 @@ class Loader {
         if (!testbed::parse_probability(s, why)) return bad(why);
         return true;
       }
-      case Kind::netem: {
-        return bad(testbed::netem_refusal());
+      case Kind::delay: {
+        std::string why;
+        if (!testbed::parse_delay(s, why)) return bad(why);
+        return true;
       }
       case Kind::choice:
         if (("|" + std::string(a.choices) + "|").find("|" + s + "|") == std::string::npos)

@@ -121,28 +121,36 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   CHECK(p.size() == 18);
 }
 
-TEST_CASE("impairments: percentages checked at their line, what needs netem refused by name", "[unit]") {
+TEST_CASE("impairments: values and their combinations checked at their line", "[unit]") {
   auto p = problems_of(R"(<scenario name="x">
   <topology file="../topologies/laptop.xml"/>
   <phase name="a">
     <fault type="impair" host="h1" nic="2" loss="1%" duplicate="0.05%"/>
     <fault type="impair" host="h1" nic="2" loss="1.5"/>
     <fault type="impair" host="h1" nic="2" loss="0%" duplicate="101%"/>
-    <fault type="impair" host="h1" nic="2" delay="5ms" jitter="1ms"/>
+    <fault type="impair" host="h1" nic="2" delay="5ms" jitter="1ms" distribution="pareto" reorder="1%" corrupt="0.1%"/>
     <fault type="impair" host="h1" nic="2" direction="sideways"/>
     <fault type="clear-impair" host="h1" nic="2" loss="1%"/>
     <fault type="clear-impair" host="h1" nic="2" direction="rx"/>
+    <fault type="impair" host="h1" nic="2" delay="5" jitter="1ms"/>
+    <fault type="impair" host="h1" nic="2" jitter="1ms"/>
+    <fault type="impair" host="h1" nic="2" corrupt="1%" reorder="5%"/>
+    <fault type="impair" host="h1" nic="2" delay="1ms" distribution="bell"/>
+    <fault type="impair" host="h1" nic="2"/>
   </phase>
 </scenario>)");
   std::string f = kFile + ":";
   CHECK(has(p, f + "5: loss=\"1.5\": expected a percentage like 1% or 0.05%"));
   CHECK(has(p, f + "6: loss=\"0%\": expected a percentage above 0% and at most 100%"));
   CHECK(has(p, f + "6: duplicate=\"101%\": expected a percentage above 0% and at most 100%"));
-  CHECK(has(p, f + "7: delay=\"5ms\": needs the netem qdisc"));
-  CHECK(has(p, f + "7: jitter=\"1ms\": needs the netem qdisc"));
   CHECK(has(p, f + "8: direction=\"sideways\": expected one of both|tx|rx"));
   CHECK(has(p, f + "9: <fault> has no attribute 'loss'"));
-  CHECK(p.size() == 7);
+  CHECK(has(p, f + "11: delay=\"5\": expected a delay like 5ms, 250us or 0.5ms"));
+  CHECK(has(p, f + "12: jitter=\"1ms\": a jitter needs a delay"));
+  CHECK(has(p, f + "13: reorder=\"5%\": netem reorders by sending some packets at once"));
+  CHECK(has(p, f + "14: distribution=\"bell\": expected one of uniform|normal|pareto|paretonormal"));
+  CHECK(has(p, f + "15: fault impair names no impairment"));
+  CHECK(p.size() == 10);
 }
 
 TEST_CASE("impairments on a switch port or a fabric link: one target, a port the switch has", "[unit]") {
@@ -183,8 +191,63 @@ TEST_CASE("impairment values: parts in a million, described back", "[unit]") {
   CHECK(lanes::testbed::Impairment{}.describe() == "none");
   auto netem = lanes::testbed::parse_impairment({{"reorder", "25%"}});
   REQUIRE_FALSE(netem.ok());
-  CHECK(std::string(netem.error().what()).find("reorder=\"25%\": needs the netem qdisc") != std::string::npos);
+  CHECK(std::string(netem.error().what()).find("reorder=\"25%\": netem reorders") != std::string::npos);
   CHECK_FALSE(lanes::testbed::parse_impairment({{"loss", "2"}}).ok());
+  auto all = lanes::testbed::parse_impairment({{"loss", "1%"},
+                                               {"delay", "5ms"},
+                                               {"jitter", "500us"},
+                                               {"distribution", "uniform"},
+                                               {"reorder", "25%"},
+                                               {"corrupt", "0.1%"}});
+  REQUIRE(all.ok());
+  CHECK(all.value().describe() == "loss 1%, delay 5ms ± 500us, reorder 25%, corrupt 0.1%");
+  CHECK(all.value().distribution.empty());  // uniform is netem's own
+  CHECK(all.value().netem_parts() == "delay, jitter, reorder, corrupt");
+}
+
+TEST_CASE("impairment delays: microseconds from us, ms and s, within 1us to 10s", "[unit]") {
+  std::string why;
+  CHECK(lanes::testbed::parse_delay("5ms", why) == 5000u);
+  CHECK(lanes::testbed::parse_delay("250us", why) == 250u);
+  CHECK(lanes::testbed::parse_delay("0.5ms", why) == 500u);
+  CHECK(lanes::testbed::parse_delay("1.5s", why) == 1500000u);
+  CHECK(lanes::testbed::parse_delay("10s", why) == 10000000u);
+  for (const char* bad : {"", "5", "ms", "5 ms", "5m", "-1ms", "0ms", "0.1us", "11s", "1e3us", "nanms", "0x10ms"}) {
+    INFO(bad);
+    CHECK_FALSE(lanes::testbed::parse_delay(bad, why).has_value());
+  }
+}
+
+TEST_CASE("netem's queue holds what the delay holds at the line rate and the TBF's queue", "[unit]") {
+  using lanes::testbed::netem_limit;
+  CHECK(netem_limit(100'000'000, 0, 0, 0) == 1000);  // netem's default at least
+  // 10 Gbit/s for 5 ms: 6.25 MB, 4129 frames, twice over, and a 2 MB TBF queue (1322 frames)
+  CHECK(netem_limit(10'000'000'000ull, 2'000'000, 5000, 0) == 2 * 4129 + 1322);
+  // jitter counts: the longest a packet waits
+  CHECK(netem_limit(10'000'000'000ull, 0, 4000, 1000) == 2 * 4129);
+  // unshaped: as at 16 Gbit/s
+  CHECK(netem_limit(0, 0, 5000, 0) == 2 * 6606);
+}
+
+TEST_CASE("netem distribution tables: numbers read, comments skipped, bad entries named", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-dist-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto ok = lanes::testbed::parse_distribution_file(write("ok.dist", "# a table\n\n-32768 0 1\n  32767\t-5\n"));
+  REQUIRE(ok.ok());
+  CHECK(ok.value() == std::vector<int16_t>{-32768, 0, 1, 32767, -5});
+  auto big = lanes::testbed::parse_distribution_file(write("big.dist", "1 40000\n"));
+  REQUIRE_FALSE(big.ok());
+  CHECK(std::string(big.error().what()).find("big.dist:1: \"40000\" is not a table entry") != std::string::npos);
+  CHECK_FALSE(lanes::testbed::parse_distribution_file(write("empty.dist", "# nothing\n")).ok());
+  CHECK_FALSE(lanes::testbed::parse_distribution_file((dir / "missing.dist").string()).ok());
+  std::filesystem::remove_all(dir);
+  auto none = lanes::testbed::netem_distribution("");
+  REQUIRE(none.ok());
+  CHECK(none.value().empty());  // uniform: netem's own
 }
 
 TEST_CASE("a step on a whole rack and a burst on several servers are checked like one host", "[unit]") {

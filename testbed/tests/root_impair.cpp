@@ -1,8 +1,10 @@
-// Link impairments through lanes' own BPF program (issue 16): a veth pair
-// between two namespaces of the test's own, UDP datagrams counted on the
-// far side against what was sent and against the program's counters.
+// Link impairments (issue 16): a veth pair between two namespaces of the
+// test's own. Lanes' own BPF program: UDP datagrams counted on the far side
+// against what was sent and against the program's counters. netem: a delay
+// inside the link's TBF where the kernel has netem, its refusal where not.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <linux/pkt_sched.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,12 +12,17 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 #include <thread>
 
+#include "lanes/core/features.hpp"
 #include "lanes/core/impair.hpp"
+#include "lanes/core/netlink.hpp"
 #include "lanes/core/netns.hpp"
+#include "lanes/core/topology_loader.hpp"
 #include "root_support.hpp"
 
 using namespace lanes::testbed;
@@ -188,4 +195,143 @@ TEST_CASE("impairment: duplication sends 1% twice, and a cleared device loses an
   CHECK(run_command("ip -n " + p.a + " -j filter show dev va egress").out.find("lanes_impair") == std::string::npos);
   ::close(rx);
   ::close(tx);
+}
+
+namespace {
+
+// the average round trip of five pings from namespace A to vb, in ms (-1: none came back)
+double ping_ms(const std::string& a) {
+  auto r = run_command("ip netns exec " + a + " ping -n -q -c 5 -i 0.2 -W 2 198.18.202.1");
+  auto at = r.out.find(" = ");
+  if (r.status != 0 || at == std::string::npos) return -1;
+  return std::stod(r.out.substr(r.out.find('/', at) + 1));
+}
+
+// va's qdiscs, through lanes' own netlink
+std::vector<QdiscInfo> qdiscs_of_va(Netlink& nl) {
+  std::vector<QdiscInfo> out;
+  auto qs = nl.qdiscs();
+  REQUIRE(qs.ok());
+  int idx = static_cast<int>(::if_nametoindex("va"));
+  for (const auto& q : qs.value())
+    if (q.index == idx) out.push_back(q);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing gives the TBF its queue back", "[root]") {
+  lanes::test::require_root();
+  if (!probe_kernel_features().netem) {
+    std::fprintf(stderr, "not run: this kernel has no netem (CONFIG_NET_SCH_NETEM); the refusal test runs instead\n");
+    std::exit(lanes::test::kNotRun);
+  }
+  VethPair p;
+  int nsfd = VethPair::fd(p.a);
+  REQUIRE(run_in_netns(
+              nsfd,
+              [&]() -> Status {
+                auto nl = Netlink::open_here(p.a);
+                if (!nl) return nl.error();
+                int idx = static_cast<int>(::if_nametoindex("va"));
+                if (auto st = nl.value().set_tbf(idx, 100'000'000, "va"); !st) return st;
+                Impairment imp;
+                imp.delay_us = 5000;
+                return set_netem(nl.value(), idx, "va", imp);
+              },
+              "delaying va")
+              .ok());
+  double rtt = ping_ms(p.a);
+  INFO("round trip with 5 ms delay on va: " << rtt << " ms");
+  CHECK(rtt >= 5.0);
+  CHECK(rtt < 15.0);
+  // the line rate still holds: 2000 datagrams of 1400 B (2.8 MB) need 0.22 s at 100 Mbit/s
+  int rx = udp_socket_in(p.b, "198.18.202.1", 9), tx = udp_socket_in(p.a, "198.18.202.0", 5000);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(9);
+  ::inet_pton(AF_INET, "198.18.202.1", &to.sin_addr);
+  std::vector<char> buf(1400);
+  auto t0 = std::chrono::steady_clock::now();
+  Count c;
+  for (int i = 0; i < 2000; ++i)
+    if (::sendto(tx, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to) > 0) ++c.sent;
+  receive_until(rx, c, c.sent);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(c.sent << " sent, " << c.received << " received in " << took << " s");
+  CHECK(c.received > 0);
+  CHECK(took >= 0.2);
+  ::close(rx);
+  ::close(tx);
+  REQUIRE(run_in_netns(
+              nsfd,
+              [&]() -> Status {
+                auto nl = Netlink::open_here(p.a);
+                if (!nl) return nl.error();
+                auto before = qdiscs_of_va(nl.value());
+                bool tbf = false, netem = false;
+                for (const auto& q : before) {
+                  tbf = tbf || (q.kind == "tbf" && q.parent == TC_H_ROOT && q.rate_bps == 100'000'000);
+                  netem = netem || (q.kind == "netem" && q.parent == TC_H_MAKE(0x10000u, 1u));
+                }
+                CHECK(tbf);
+                CHECK(netem);
+                return clear_netem(nl.value(), static_cast<int>(::if_nametoindex("va")), "va");
+              },
+              "clearing va")
+              .ok());
+  ::close(nsfd);
+  double after = ping_ms(p.a);
+  INFO("round trip cleared: " << after << " ms");
+  CHECK(after >= 0);
+  CHECK(after < 2.0);
+}
+
+TEST_CASE("netem: on a kernel without it a delay is refused by name and nothing changes", "[root]") {
+  lanes::test::require_root();
+  if (probe_kernel_features().netem) {
+    std::fprintf(stderr, "not run: this kernel has netem (the delay test runs instead)\n");
+    std::exit(lanes::test::kNotRun);
+  }
+  VethPair p;
+  int nsfd = VethPair::fd(p.a);
+  std::string why;
+  std::vector<QdiscInfo> after;
+  REQUIRE(run_in_netns(
+              nsfd,
+              [&]() -> Status {
+                auto nl = Netlink::open_here(p.a);
+                if (!nl) return nl.error();
+                int idx = static_cast<int>(::if_nametoindex("va"));
+                if (auto st = nl.value().set_tbf(idx, 100'000'000, "va"); !st) return st;
+                Impairment imp;
+                imp.delay_us = 5000;
+                auto st = set_netem(nl.value(), idx, "va", imp);
+                if (!st) why = st.error().what();
+                after = qdiscs_of_va(nl.value());
+                return {};
+              },
+              "delaying va")
+              .ok());
+  ::close(nsfd);
+  INFO(why);
+  CHECK(why.find("setting netem (delay 5ms) on va: needs the netem qdisc, which this kernel lacks") !=
+        std::string::npos);
+  // the TBF alone (its own queue is not listed), nothing else
+  REQUIRE(after.size() == 1);
+  CHECK(after[0].kind == "tbf");
+  // and a topology that asks for a delay is refused before anything is built, at its line
+  auto t = load_topology_text(R"(<topology name="x">
+  <spine name="s"/>
+  <rack name="r">
+    <host name="h" nics="2">
+      <nic index="1" delay="2ms" jitter="1ms"/>
+      <job/>
+    </host>
+  </rack>
+</topology>)",
+                              "far.xml");
+  auto st = check_kernel_for(t);
+  REQUIRE_FALSE(st.ok());
+  CHECK(std::string(st.error().what()).rfind("far.xml:5: delay, jitter " + netem_missing(), 0) == 0);
 }

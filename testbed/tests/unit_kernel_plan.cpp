@@ -134,6 +134,7 @@ TEST_CASE("impairments in a topology: a NIC's and a fabric link's, on both ends 
   <rack name="r">
     <host name="h" nics="4">
       <nic index="2" loss="1%" duplicate="0.1%"/>
+      <nic index="3" delay="5ms" jitter="1ms" distribution="normal"/>
       <job/>
     </host>
   </rack>
@@ -142,7 +143,16 @@ TEST_CASE("impairments in a topology: a NIC's and a fabric link's, on both ends 
                               "x.xml");
   const Node& h = t.nodes[static_cast<size_t>(t.find_node("h"))];
   CHECK(h.nics[2].impair == Impairment{10000, 1000});
+  CHECK_FALSE(h.nics[2].impair.netem());
+  CHECK(h.nics[2].impair_loc.line == 5);
   CHECK_FALSE(h.nics[1].impair.any());
+  const Impairment& d = h.nics[3].impair;
+  CHECK((d.delay_us == 5000 && d.jitter_us == 1000 && d.distribution == "normal"));
+  CHECK((d.netem() && !d.bpf()));
+  CHECK(d.describe() == "delay 5ms ± 1ms normal");
+  CHECK(d.netem_parts() == "delay, jitter");
+  CHECK(h.nics[3].impair_loc.line == 6);
+  CHECK(h.nics[3].impair_loc.file == "x.xml");
   auto p = fabric_plan(t, "t1");
   auto ns = [&](int node) { return RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(node)].name); };
   std::set<std::pair<std::string, std::string>> impaired;
@@ -162,7 +172,10 @@ TEST_CASE("impairments in a topology: a NIC's and a fabric link's, on both ends 
       ++fabric;
     }
   CHECK(fabric == 1);
-  CHECK(impaired.size() == 4);  // nothing else
+  const Link& slow = t.links[static_cast<size_t>(h.nics[3].link)];
+  CHECK(impaired.count({ns(slow.a.node), slow.a.ifname}));
+  CHECK(impaired.count({ns(slow.b.node), slow.b.ifname}));
+  CHECK(impaired.size() == 6);  // nothing else
 
   auto problems = [](const std::string& xml) {
     try {
@@ -175,13 +188,25 @@ TEST_CASE("impairments in a topology: a NIC's and a fabric link's, on both ends 
   std::string e = problems(R"(<topology name="x">
   <spine name="s"/>
   <rack name="r">
-    <host name="h"><nic index="0" loss="2"/><nic index="1" delay="5ms"/></host>
+    <host name="h" nics="4"><nic index="0" loss="2"/><nic index="1" delay="5 ms"/>
+      <nic index="2" jitter="1ms"/><nic index="3" delay="1ms" jitter="2ms"/></host>
+    <host name="g" nics="3"><nic index="0" delay="1ms" distribution="normal"/><nic index="1" reorder="25%"/>
+      <nic index="2" delay="2ms" jitter="1ms" distribution="gaussian"/></host>
   </rack>
-  <link a="s" b="r-tor" duplicate="0%" jitter="1ms"/>
+  <link a="s" b="r-tor" duplicate="0%" delay="11s"/>
 </topology>)");
   INFO(e);
-  CHECK(e.find("bad.xml:4: <nic> loss=\"2\": expected a percentage like 1% or 0.05%") != std::string::npos);
-  CHECK(e.find("bad.xml:4: <nic> delay=\"5ms\": needs the netem qdisc") != std::string::npos);
-  CHECK(e.find("bad.xml:6: <link> duplicate=\"0%\": expected a percentage above 0% and at most 100%") != std::string::npos);
-  CHECK(e.find("bad.xml:6: <link> jitter=\"1ms\": needs the netem qdisc") != std::string::npos);
+  for (const char* want : {
+           "bad.xml:4: <nic> loss=\"2\": expected a percentage like 1% or 0.05%",
+           "bad.xml:4: <nic> delay=\"5 ms\": expected a delay like 5ms, 250us or 0.5ms",
+           "bad.xml:5: <nic> jitter=\"1ms\": a jitter needs a delay=\"...\" it varies",
+           "bad.xml:5: <nic> jitter=\"2ms\": at most the delay (1ms)",
+           "bad.xml:6: <nic> distribution=\"normal\": a distribution is the jitter's",
+           "bad.xml:6: <nic> reorder=\"25%\": netem reorders by sending some packets at once",
+           "bad.xml:7: <nic> distribution=\"gaussian\": expected one of uniform, normal, pareto, paretonormal",
+           "bad.xml:9: <link> delay=\"11s\": expected a delay of at most 10s",
+       }) {
+    INFO(want);
+    CHECK(e.find(want) != std::string::npos);
+  }
 }

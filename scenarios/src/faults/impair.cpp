@@ -10,6 +10,7 @@
 
 #include "faults.hpp"
 #include "lanes/core/impair.hpp"
+#include "lanes/core/netlink.hpp"
 #include "lanes/core/netns.hpp"
 
 namespace lanes::scenarios {
@@ -37,10 +38,11 @@ const Attrs& Impair::attrs() const {
                             {"direction", Kind::choice, false, "both|tx|rx"},
                             {"loss", Kind::percent},
                             {"duplicate", Kind::percent},
-                            {"delay", Kind::netem},
-                            {"jitter", Kind::netem},
-                            {"reorder", Kind::netem},
-                            {"corrupt", Kind::netem},
+                            {"delay", Kind::delay},
+                            {"jitter", Kind::delay},
+                            {"distribution", Kind::choice, false, "uniform|normal|pareto|paretonormal"},
+                            {"reorder", Kind::percent},
+                            {"corrupt", Kind::percent},
                             {"mark", Kind::name}};
   static const Attrs clear = {{"host", Kind::host},
                               {"nic", Kind::nic},
@@ -83,7 +85,24 @@ std::optional<Target> target_of(const Step& st, const testbed::Topology& topo) {
 
 }  // namespace
 
+namespace {
+// the step's impairment (its values were checked one by one at their line)
+testbed::Result<testbed::Impairment> impairment_of(const Step& st) {
+  std::map<std::string, std::string> a;
+  for (const char* k : testbed::kImpairAttrs)
+    if (st.has(k)) a[k] = st.str(k);
+  return testbed::parse_impairment(a);
+}
+}  // namespace
+
 std::string Impair::check(const Step& st, const testbed::Topology& topo) const {
+  if (set_) {
+    auto imp = impairment_of(st);
+    if (!imp) return imp.error().what();
+    if (!imp.value().any())
+      return "fault impair names no impairment: give loss, duplicate, delay (with jitter, distribution, reorder) or "
+             "corrupt";
+  }
   bool nic = st.has("host") || st.has("nic"), port = st.has("switch") || st.has("port");
   if (nic == port || (nic && !(st.has("host") && st.has("nic"))) || (port && !(st.has("switch") && st.has("port"))))
     return fmt::format("fault {} takes host=\"...\" nic=\"...\" (a host's NIC) or switch=\"...\" port=\"...\" (a "
@@ -115,10 +134,7 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
   std::string dir = st.has("direction") ? st.str("direction") : "both";
   testbed::Impairment imp;
   if (set_) {
-    std::map<std::string, std::string> a;
-    for (const char* k : {"loss", "duplicate"})
-      if (st.has(k)) a[k] = st.str(k);
-    auto p = testbed::parse_impairment(a);  // the loader checked the values
+    auto p = impairment_of(st);  // the loader checked it
     if (!p) throw std::runtime_error(fmt::format("fault {}: {}", type(), p.error().what()));
     imp = p.value();
   }
@@ -136,10 +152,19 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
         [&]() -> testbed::Status {
           int idx = static_cast<int>(::if_nametoindex(ep->ifname.c_str()));
           if (idx == 0) return testbed::errno_error(node + " has no device " + ep->ifname);
-          if (!set_) return testbed::DeviceImpairment::clear(idx, ep->ifname);
-          auto d = testbed::DeviceImpairment::attach(idx, ep->ifname, imp);
-          if (!d) return d.error();
-          dev.emplace(std::move(d.value()));
+          auto nl = testbed::Netlink::open_here(node);
+          if (!nl) return nl.error();
+          // what the step does not set goes: an impair replaces the one before it
+          if (!imp.netem())
+            if (auto c = testbed::clear_netem(nl.value(), idx, ep->ifname); !c) return c;
+          if (!imp.bpf()) {
+            if (auto c = testbed::DeviceImpairment::clear(idx, ep->ifname); !c) return c;
+          } else {
+            auto d = testbed::DeviceImpairment::attach(idx, ep->ifname, imp);
+            if (!d) return d.error();
+            dev.emplace(std::move(d.value()));
+          }
+          if (imp.netem()) return testbed::set_netem(nl.value(), idx, ep->ifname, imp);
           return {};
         },
         fmt::format("{} on {}:{}", type(), node, ep->ifname));

@@ -67,7 +67,8 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
           "assertions) and takes it down again; then the scenario's assertions are evaluated. Every\n"
           "scenario file is checked before anything is built. Ctrl-C stops and tears everything down.\n"
           "Exit status: 0 when every assertion passed, 1 when one failed or a scenario could not run,\n"
-          "2 on bad input."))
+          "2 on bad input, 3 when nothing failed but a scenario was not run because this machine lacks\n"
+          "what it needs (the netem qdisc; each says what)."))
     return tb::kExitOk;
   uint64_t seed = 0;
   {
@@ -131,7 +132,11 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
   if (!kept.empty())
     out << "run " << kept << " is still up (lanes status " << kept << "; lanes down " << kept << ")\n";
   if (tb::interrupted()) return 130;
-  return result.passed() && result.scenarios.size() == all.size() ? tb::kExitOk : tb::kExitFailure;
+  if (result.scenarios.size() != all.size()) return tb::kExitFailure;
+  bool failed = std::any_of(result.scenarios.begin(), result.scenarios.end(),
+                            [](const reports::ScenarioResult& s) { return s.not_run.empty() && !s.passed; });
+  if (failed) return tb::kExitFailure;
+  return result.not_run() ? tb::kExitNotRun : tb::kExitOk;
 }
 
 int cmd_scenarios([[maybe_unused]] const tb::CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream&) {

@@ -1,4 +1,5 @@
 #include "lanes/core/features.hpp"
+#include "lanes/core/impair.hpp"
 #include "lanes/core/rootless.hpp"
 
 #include <fcntl.h>
@@ -45,13 +46,24 @@ nlohmann::json KernelFeatures::to_json() const {
 std::string KernelFeatures::privileges() const {
   if (!rootless) return "root";
   return std::string("rootless: a user namespace of the user's own, state under ") + rootless::state_dir() +
-         (bpf ? "" : "; without BPF the bpf egress modes fall back to ecmp and links cannot be impaired");
+         (bpf ? "" : "; without BPF the bpf egress modes fall back to ecmp and links cannot be given loss or duplication");
 }
 
 std::string KernelFeatures::impairments() const {
-  // netem, where there is one, lanes does not drive yet
-  return bpf ? "loss, duplicate (lanes' tc BPF program); delay, jitter, reorder, corrupt: no (they need netem)"
-             : "none (lanes' tc BPF program cannot be loaded)";
+  std::string b = bpf ? "loss, duplicate (lanes' tc BPF program)" : "loss, duplicate: no (lanes' tc BPF program "
+                                                                    "cannot be loaded)";
+  std::string n = netem ? "delay, jitter, distribution, reorder, corrupt (netem, inside the link's TBF)"
+                        : "delay, jitter, distribution, reorder, corrupt: no (this kernel has no netem)";
+  return b + "; " + n;
+}
+
+Status check_kernel_for(const Topology& topo) {
+  const Link* first = nullptr;
+  for (const auto& l : topo.links)
+    if (l.impair.netem() && !first) first = &l;
+  if (!first || probe_kernel_features().netem) return {};
+  return os_error(ENOTSUP, fmt::format("{}:{}: {} {}", first->impair_loc.file, first->impair_loc.line,
+                                       first->impair.netem_parts(), netem_missing()));
 }
 
 namespace {
@@ -134,7 +146,7 @@ KernelFeatures probe_kernel_features() {
     libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, false); });
   }
   if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
-                         "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be impaired; ";
+                         "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss or duplication; ";
   if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
   return f;
 }

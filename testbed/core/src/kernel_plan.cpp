@@ -96,6 +96,10 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
             [&](const change::Neighbor& n) { return nl->add_neighbor(n.index, n.ip, n.mac, n.ifname); },
             [&](const change::Tbf& t) { return nl->set_tbf(t.index, t.rate_bps, t.ifname); },
             [&](const change::Impair& i) -> Status {
+              // netem inside the device's TBF (set before it), then lanes' BPF program
+              if (i.impairment.netem())
+                if (auto ns = set_netem(*nl, i.index, i.ifname, i.impairment); !ns) return ns;
+              if (!i.impairment.bpf()) return {};
               // a BPF program is attached from inside the device's namespace
               int fd = targets.ns_fd ? targets.ns_fd(pc.ns) : -1;
               if (fd < 0) return os_error(ENOENT, "no namespace " + pc.ns);

@@ -34,6 +34,7 @@ LiveRun::~LiveRun() {
 }
 
 Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, LiveRunOptions opt) {
+  if (auto st = check_kernel_for(topo); !st) return st.error();  // before anything is made
   auto impl = std::make_unique<Impl>();
   impl->reg.emplace(reg);
   std::string id = opt.run_id.empty() ? reg.new_id() : opt.run_id;

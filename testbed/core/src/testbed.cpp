@@ -105,7 +105,7 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
     p.qdiscs.add(ns(l.a.node), change::Tbf{index[k].first, l.a.ifname, l.rate_bps});
     p.qdiscs.add(ns(l.b.node), change::Tbf{index[k].second, l.b.ifname, l.rate_bps});
   }
-  // impairments: lanes' program on both ends' egress, before their TBF
+  // impairments on both ends: netem inside their TBF, lanes' program on their egress before it
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     if (!l.impair.any()) continue;

@@ -147,18 +147,19 @@ class Loader {
     return true;
   }
 
-  // loss= and duplicate= of a <nic> or a <link>; what only netem gives is refused
-  void get_impairment(const pugi::xml_node& n, Impairment& out) {
-    for (const char* k : {"loss", "duplicate"})
-      if (auto a = n.attribute(k)) {
-        std::string why;
-        if (auto p = parse_probability(a.value(), why))
-          (std::string(k) == "loss" ? out.loss_ppm : out.duplicate_ppm) = *p;
-        else
-          problem(n, "<{}> {}=\"{}\": {}", n.name(), k, a.value(), why);
-      }
-    for (const char* k : kNetemOnly)
-      if (auto a = n.attribute(k)) problem(n, "<{}> {}=\"{}\": {}", n.name(), k, a.value(), netem_refusal());
+  // the impairment attributes of a <nic> or a <link> (impair.hpp), and where they are
+  void get_impairment(const pugi::xml_node& n, Impairment& out, SourceLoc& at) {
+    std::map<std::string, std::string> attrs;
+    for (const char* k : kImpairAttrs)
+      if (auto a = n.attribute(k)) attrs[k] = a.value();
+    if (attrs.empty()) return;
+    auto imp = parse_impairment(attrs);
+    if (!imp) {
+      problem(n, "<{}> {}", n.name(), imp.error().what());
+      return;
+    }
+    out = imp.value();
+    at = loc(n);
   }
 
   template <typename Net, typename Parse>
@@ -396,7 +397,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
   }
   std::set<long long> seen_nic;
   for (auto c : n.children("nic")) {
-    check_shape(c, {"index", "rate", "numa", "loss", "duplicate", "delay", "jitter", "reorder", "corrupt"}, {});
+    check_shape(c, {"index", "rate", "numa", "loss", "duplicate", "delay", "jitter", "distribution", "reorder", "corrupt"}, {});
     long long idx = -1;
     if (!c.attribute("index")) {
       problem(c, "<nic>: missing attribute 'index'");
@@ -405,7 +406,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
     if (!get_int(c, "index", 0, nics - 1, idx)) continue;
     if (!seen_nic.insert(idx).second) problem(c, "<nic> index {} is given twice", idx);
     get_rate(c, "rate", nic_list[idx].rate_bps);
-    get_impairment(c, nic_list[idx].impair);
+    get_impairment(c, nic_list[idx].impair, nic_list[idx].impair_loc);
     long long nn = 0;
     if (get_int(c, "numa", 0, 63, nn)) nic_list[idx].numa = static_cast<int>(nn);
   }
@@ -480,6 +481,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       l.b.node = idx;
       l.rate_bps = nic.rate_bps;
       l.impair = nic.impair;
+      l.impair_loc = nic.impair_loc;
       l.nic = nic.index;
       l.loc = loc(n);
       topo_.links.push_back(l);
@@ -539,7 +541,7 @@ void Loader::load_links(const pugi::xml_node& root) {
   bool any = false;
   for (auto l : root.children("link")) {
     any = true;
-    check_shape(l, {"a", "b", "rate", "loss", "duplicate", "delay", "jitter", "reorder", "corrupt"}, {});
+    check_shape(l, {"a", "b", "rate", "loss", "duplicate", "delay", "jitter", "distribution", "reorder", "corrupt"}, {});
     std::string an = l.attribute("a").value(), bn = l.attribute("b").value();
     if (an.empty() || bn.empty()) {
       problem(l, "<link> needs both a=\"NODE\" and b=\"NODE\"");
@@ -572,7 +574,7 @@ void Loader::load_links(const pugi::xml_node& root) {
     link.a.node = a;
     link.b.node = b;
     get_rate(l, "rate", link.rate_bps);
-    get_impairment(l, link.impair);
+    get_impairment(l, link.impair, link.impair_loc);
     link.loc = loc(l);
     topo_.links.push_back(link);
   }

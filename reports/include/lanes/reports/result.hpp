@@ -84,6 +84,9 @@ struct ScenarioResult {
   std::string file;
   bool passed = false;
   std::string error;  // set when the scenario could not run to the end
+  // set when it was not run at all: what this machine lacks for it (the
+  // netem qdisc), said before anything was built; neither passed nor failed
+  std::string not_run;
   double duration_s = 0;
   TopologyView topology;
   std::vector<PhaseResult> phases;
@@ -99,7 +102,10 @@ struct RunResult {
   std::string started;  // ISO 8601, UTC
   double duration_s = 0;
   std::vector<ScenarioResult> scenarios;
+  // every scenario that ran passed, and one ran at least
   bool passed() const;
+  // how many were not run on this machine (ScenarioResult::not_run)
+  int not_run() const;
   int assertions_failed() const;
   int assertions_total() const;
 };

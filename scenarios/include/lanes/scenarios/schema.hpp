@@ -13,7 +13,7 @@ enum class Kind {
   text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers,
   rack, choice, phase, workload, mark, timeref,
   percent,  // a probability: 1%, 0.05% (0 < p <= 100)
-  netem     // an impairment only netem gives: refused, naming it
+  delay     // a link's delay or jitter: 5ms, 250us, 0.5ms (impair.hpp)
 };
 
 struct Attr {

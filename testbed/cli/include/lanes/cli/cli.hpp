@@ -16,6 +16,8 @@ namespace lanes::testbed {
 constexpr int kExitOk = 0;
 constexpr int kExitFailure = 1;
 constexpr int kExitBadInput = 2;
+// lanes run: nothing failed, but a scenario was not run on this machine (it says why)
+constexpr int kExitNotRun = 3;
 
 // What the composition root gives every command: the node roles a run is
 // made of, in deploy order.

@@ -7,6 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "lanes/core/model.hpp"
+#include "lanes/core/result.hpp"
+
 namespace lanes::testbed {
 
 struct KernelFeatures {
@@ -30,5 +33,10 @@ struct KernelFeatures {
 };
 
 KernelFeatures probe_kernel_features();
+
+// What TOPO asks of the kernel that it lacks: an impairment that needs
+// netem on a kernel without it, named at its element's file:line. Probes
+// only when the topology asks.
+Status check_kernel_for(const Topology& topo);
 
 }  // namespace lanes::testbed

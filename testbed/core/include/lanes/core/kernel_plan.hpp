@@ -59,7 +59,7 @@ struct Tbf {
   std::string ifname;
   uint64_t rate_bps = 0;
 };
-// lanes' impairment program on the device's egress (impair.hpp)
+// a link end's impairment (impair.hpp): netem inside its TBF, lanes' program on its egress
 struct Impair {
   int index = 0;
   std::string ifname;

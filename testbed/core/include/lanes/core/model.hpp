@@ -51,7 +51,8 @@ struct Link {
   Endpoint a;
   Endpoint b;
   uint64_t rate_bps = 0;  // TBF line rate on both sides; 0 = unshaped
-  Impairment impair;      // loss and duplication on both sides (impair.hpp)
+  Impairment impair;      // on both sides (impair.hpp)
+  SourceLoc impair_loc;   // the element that asked for it
   int nic = -1;           // host NIC index for host_nic links
   SourceLoc loc;
 };
@@ -60,6 +61,7 @@ struct Nic {
   int index = 0;
   uint64_t rate_bps = 0;
   Impairment impair;  // its link's, both ways (<nic loss="..."/>)
+  SourceLoc impair_loc;
   int numa = 0;
   int link = -1;    // index into Topology::links
   IfAddr4 job_addr4; // the container's address for this NIC (inside the rack block)
