@@ -41,11 +41,12 @@ void print_main_help(std::ostream& out) {
       << " — network emulation testbed for multi-NIC AI training hosts\n\n"
          "usage: lanes [--log-level debug|info|warn|error] COMMAND [ARGS]\n\ncommands:\n";
   for (const auto& c : all_commands()) out << fmt::format("  {:<44} {}\n", fmt::format("{} {}", c.name, c.args), c.summary);
-  out << "\n'lanes COMMAND --help' describes a command. Exit codes: 0 ok, 1 failure, 2 bad input.\n"
+  out << "\n'lanes COMMAND --help' describes a command. Exit codes: 0 ok, 1 failure, 2 bad input\n"
+         "(lanes run: 3 when a scenario was not run because this machine lacks what it needs).\n"
          "Runs keep their state in $LANES_STATE_DIR (default /run/lanes). Without root, lanes runs\n"
          "in a user namespace of the user's own and keeps its state under $XDG_RUNTIME_DIR/lanes\n"
          "(or ~/.local/state/lanes); BPF is not available there (the bpf egress modes fall back to\n"
-         "ecmp, link impairments are refused).\n";
+         "ecmp, loss and duplication on links are refused).\n";
 }
 
 bool parse(const std::vector<std::string>& args, const Command& cmd, po::options_description& desc,
