@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 #include <thread>
@@ -193,6 +194,61 @@ TEST_CASE("impairment: duplication sends 1% twice, and a cleared device loses an
   Count after = send_and_count(tx, rx, 10000, nullptr);
   CHECK(after.received == after.sent);
   CHECK(run_command("ip -n " + p.a + " -j filter show dev va egress").out.find("lanes_impair") == std::string::npos);
+  ::close(rx);
+  ::close(tx);
+}
+
+namespace {
+
+// a counter of namespace NS's /proc/net/snmp: ROW ("Ip") and FIELD ("InHdrErrors")
+uint64_t snmp(const std::string& ns, const std::string& row, const std::string& field) {
+  std::istringstream in(run_command("ip netns exec " + ns + " cat /proc/net/snmp").out);
+  std::string names, values;
+  while (std::getline(in, names) && std::getline(in, values)) {
+    if (names.rfind(row + ":", 0) != 0) continue;
+    std::istringstream n(names), v(values);
+    std::string a, b;
+    while (n >> a && v >> b)
+      if (a == field) return std::stoull(b);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("impairment: 1% corrupted of 10^5 datagrams are dropped by the receiver's IPv4 header checksum", "[root]") {
+  lanes::test::require_root();
+  VethPair p;
+  int rx = udp_socket_in(p.b, "198.18.202.1", 9), tx = udp_socket_in(p.a, "198.18.202.0", 5000);
+  int nsfd = VethPair::fd(p.a);
+  std::optional<DeviceImpairment> imp;
+  Impairment corrupt;
+  corrupt.corrupt_ppm = 10000;
+  REQUIRE(run_in_netns(
+              nsfd,
+              [&]() -> Status {
+                auto d = DeviceImpairment::attach(static_cast<int>(::if_nametoindex("va")), "va", corrupt);
+                if (!d) return d.error();
+                imp.emplace(std::move(d.value()));
+                return {};
+              },
+              "impairing va")
+              .ok());
+  ::close(nsfd);
+  uint64_t hdr0 = snmp(p.b, "Ip", "InHdrErrors");
+  Count c = send(tx, rx, 100000);
+  auto st = imp->stats();
+  REQUIRE(st.ok());
+  receive_until(rx, c, c.sent - st.value().corrupted);
+  uint64_t hdr = snmp(p.b, "Ip", "InHdrErrors") - hdr0;
+  double pct = 100.0 * static_cast<double>(st.value().corrupted) / static_cast<double>(c.sent);
+  INFO(c.sent << " sent, " << c.received << " received, the program corrupted " << st.value().corrupted << " ("
+              << pct << "%), the receiver counted " << hdr << " header errors");
+  CHECK(c.sent == 100000);
+  CHECK(st.value().lost == 0);
+  CHECK(c.received == c.sent - st.value().corrupted);  // every corrupted one dropped, nothing else
+  CHECK(hdr == st.value().corrupted);                  // by the receiver's IP header check
+  CHECK(std::abs(pct - 1.0) <= 0.2);
   ::close(rx);
   ::close(tx);
 }

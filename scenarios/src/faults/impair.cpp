@@ -177,9 +177,10 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
       if (auto c = it->second.stats()) {
         const auto& v = c.value();
         double pct = v.packets ? 100.0 * static_cast<double>(v.lost) / static_cast<double>(v.packets) : 0;
-        measured[what] = {{"packets", v.packets}, {"lost", v.lost}, {"duplicated", v.duplicated}, {"lost_pct", pct}};
-        said += fmt::format("; {} {} packets, {} lost ({:.2f}%), {} sent twice", what, v.packets, v.lost, pct,
-                            v.duplicated);
+        measured[what] = {{"packets", v.packets},       {"lost", v.lost},         {"duplicated", v.duplicated},
+                          {"corrupted", v.corrupted}, {"lost_pct", pct}};
+        said += fmt::format("; {} {} packets, {} lost ({:.2f}%), {} sent twice, {} corrupted", what, v.packets, v.lost,
+                            pct, v.duplicated, v.corrupted);
       }
       by.erase(it);
     }

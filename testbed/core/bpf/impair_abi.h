@@ -8,4 +8,5 @@ struct lanes_impair_stats {
   __u64 packets;     // seen (copies not counted)
   __u64 lost;
   __u64 duplicated;
+  __u64 corrupted;   // a bit of the IP header flipped
 };

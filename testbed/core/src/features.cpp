@@ -46,14 +46,14 @@ nlohmann::json KernelFeatures::to_json() const {
 std::string KernelFeatures::privileges() const {
   if (!rootless) return "root";
   return std::string("rootless: a user namespace of the user's own, state under ") + rootless::state_dir() +
-         (bpf ? "" : "; without BPF the bpf egress modes fall back to ecmp and links cannot be given loss or duplication");
+         (bpf ? "" : "; without BPF the bpf egress modes fall back to ecmp and links cannot be given loss, duplication or corruption");
 }
 
 std::string KernelFeatures::impairments() const {
-  std::string b = bpf ? "loss, duplicate (lanes' tc BPF program)" : "loss, duplicate: no (lanes' tc BPF program "
-                                                                    "cannot be loaded)";
-  std::string n = netem ? "delay, jitter, distribution, reorder, corrupt (netem, inside the link's TBF)"
-                        : "delay, jitter, distribution, reorder, corrupt: no (this kernel has no netem)";
+  std::string b = bpf ? "loss, duplicate, corrupt (lanes' tc BPF program)"
+                      : "loss, duplicate, corrupt: no (lanes' tc BPF program cannot be loaded)";
+  std::string n = netem ? "delay, jitter, distribution, reorder (netem, inside the link's TBF)"
+                        : "delay, jitter, distribution, reorder: no (this kernel has no netem)";
   return b + "; " + n;
 }
 
@@ -146,7 +146,7 @@ KernelFeatures probe_kernel_features() {
     libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, false); });
   }
   if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
-                         "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss or duplication; ";
+                         "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss, duplication or corruption; ";
   if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
   return f;
 }

@@ -59,13 +59,13 @@ std::string Impairment::describe() const {
   std::vector<std::string> parts;
   if (loss_ppm) parts.push_back("loss " + percent(loss_ppm));
   if (duplicate_ppm) parts.push_back("duplicate " + percent(duplicate_ppm));
+  if (corrupt_ppm) parts.push_back("corrupt " + percent(corrupt_ppm));
   if (delay_us) {
     std::string d = "delay " + duration(delay_us);
     if (jitter_us) d += " ± " + duration(jitter_us) + (distribution.empty() ? "" : " " + distribution);
     parts.push_back(d);
   }
   if (reorder_ppm) parts.push_back("reorder " + percent(reorder_ppm));
-  if (corrupt_ppm) parts.push_back("corrupt " + percent(corrupt_ppm));
   std::string out;
   for (const auto& x : parts) out += (out.empty() ? "" : ", ") + x;
   return out.empty() ? "none" : out;
@@ -79,7 +79,6 @@ std::string Impairment::netem_parts() const {
   add(delay_us, "delay");
   add(jitter_us, "jitter");
   add(reorder_ppm, "reorder");
-  add(corrupt_ppm, "corrupt");
   return out;
 }
 
@@ -136,8 +135,8 @@ std::optional<uint32_t> parse_delay(const std::string& value, std::string& why) 
 }
 
 std::string netem_missing() {
-  return "needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM); loss and duplicate work without it "
-         "(lanes' own BPF program), and `lanes features` lists what works here";
+  return "needs the netem qdisc, which this kernel lacks (CONFIG_NET_SCH_NETEM); loss, duplicate and corrupt work "
+         "without it (lanes' own BPF program), and `lanes features` lists what works here";
 }
 
 Result<Impairment> parse_impairment(const std::map<std::string, std::string>& attrs) {
@@ -236,15 +235,16 @@ DeviceImpairment::~DeviceImpairment() = default;
 
 Result<DeviceImpairment> DeviceImpairment::attach(int ifindex, const std::string& ifname, const Impairment& imp) {
   if (rootless::world_base())
-    return os_error(EPERM, "impairing " + ifname + ": loss and duplication are lanes' tc BPF program, and lanes "
+    return os_error(EPERM, "impairing " + ifname + ": loss, duplication and corruption are lanes' tc BPF program, and lanes "
                            "without root runs in a user namespace, which cannot load BPF; run lanes as root for them "
-                           "(delay, jitter, reorder and corrupt are netem's, and work without root)");
+                           "(delay, jitter and reorder are netem's, and work without root)");
   DeviceImpairment d;
   d.skel_ = std::make_unique<Skel>();
   d.skel_->s = impair_bpf__open();
   if (!d.skel_->s) return os_error(errno, "opening the impairment BPF program");
   d.skel_->s->rodata->loss_ppm = imp.loss_ppm;
   d.skel_->s->rodata->duplicate_ppm = imp.duplicate_ppm;
+  d.skel_->s->rodata->corrupt_ppm = imp.corrupt_ppm;
   if (int err = impair_bpf__load(d.skel_->s); err)
     return os_error(-err, "loading the impairment BPF program (it needs root or CAP_BPF)");
   LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
@@ -281,6 +281,7 @@ Result<ImpairStats> DeviceImpairment::stats() const {
     out.packets += p.packets;
     out.lost += p.lost;
     out.duplicated += p.duplicated;
+    out.corrupted += p.corrupted;
   }
   return out;
 }
@@ -331,7 +332,6 @@ Status set_netem(Netlink& nl, int index, const std::string& ifname, const Impair
     if (int err = rtnl_netem_set_delay_distribution_data(q.get(), dist.value().data(), dist.value().size()); err < 0)
       return nl_failed(err, what);
   if (imp.reorder_ppm) rtnl_netem_set_reorder_probability(q.get(), netem_probability(imp.reorder_ppm));
-  if (imp.corrupt_ppm) rtnl_netem_set_corruption_probability(q.get(), netem_probability(imp.corrupt_ppm));
   if (int err = rtnl_qdisc_add(nl.raw(), q.get(), NLM_F_CREATE | NLM_F_REPLACE); err < 0) {
     if (err == -NLE_OBJ_NOTFOUND || err == -NLE_OPNOTSUPP || err == -NLE_INVAL)
       return os_error(ENOTSUP, fmt::format("{}: {} ({})", what, netem_missing(), nl_geterror(err)));

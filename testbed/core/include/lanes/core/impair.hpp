@@ -1,10 +1,10 @@
 #pragma once
 // Link impairments (issue 16): what a link or a host NIC is given.
 //
-// Loss and duplication per packet come from lanes' own tc BPF program on
-// the device's egress (impair.bpf.c), so they work on kernels without
-// netem. Delay, jitter (with netem's distributions), reordering and
-// corruption come from the netem qdisc, where the kernel has it: inside
+// Loss, duplication and corruption per packet come from lanes' own tc BPF
+// program on the device's egress (impair.bpf.c), so they work on kernels
+// without netem. Delay, jitter (with netem's distributions) and reordering
+// come from the netem qdisc, where the kernel has it: inside
 // the device's TBF (its one class) when the link is shaped, so the delay
 // and the line rate both hold, at the root otherwise. Where the kernel
 // lacks netem they are refused, the missing feature named, never ignored.
@@ -31,17 +31,17 @@ struct Impairment {
   // lanes' BPF program
   uint32_t loss_ppm = 0;       // packets in a million
   uint32_t duplicate_ppm = 0;  // packets in a million
+  uint32_t corrupt_ppm = 0;    // a bit of the IP header flipped: the receiver drops the packet as a wire's FCS would
   // netem
   uint32_t delay_us = 0;       // added to every packet
   uint32_t jitter_us = 0;      // ± this much, at most the delay
   std::string distribution;    // of the jitter: "" (uniform), normal, pareto, paretonormal
   uint32_t reorder_ppm = 0;    // sent at once, ahead of the delayed ones (needs a delay)
-  uint32_t corrupt_ppm = 0;    // a bit flipped (the receiver's checksum drops it)
 
-  bool bpf() const { return loss_ppm || duplicate_ppm; }
-  bool netem() const { return delay_us || jitter_us || reorder_ppm || corrupt_ppm; }
+  bool bpf() const { return loss_ppm || duplicate_ppm || corrupt_ppm; }
+  bool netem() const { return delay_us || jitter_us || reorder_ppm; }
   bool any() const { return bpf() || netem(); }
-  // "loss 1%, delay 5ms ± 1ms normal, reorder 25%" (or "none")
+  // "loss 1%, corrupt 0.1%, delay 5ms ± 1ms normal, reorder 25%" (or "none")
   std::string describe() const;
   // what of it needs netem, for an error: "delay, jitter"
   std::string netem_parts() const;
@@ -49,7 +49,7 @@ struct Impairment {
 };
 
 // The attributes netem gives
-inline constexpr const char* kNetemOnly[] = {"delay", "jitter", "distribution", "reorder", "corrupt"};
+inline constexpr const char* kNetemOnly[] = {"delay", "jitter", "distribution", "reorder"};
 // every impairment attribute, for shape checks
 inline constexpr const char* kImpairAttrs[] = {"loss",         "duplicate", "delay",  "jitter",
                                                "distribution", "reorder",   "corrupt"};
@@ -82,7 +82,7 @@ Result<std::vector<int16_t>> netem_distribution(const std::string& name);
 Result<std::vector<int16_t>> parse_distribution_file(const std::string& path);
 
 struct ImpairStats {
-  uint64_t packets = 0, lost = 0, duplicated = 0;
+  uint64_t packets = 0, lost = 0, duplicated = 0, corrupted = 0;
 };
 
 // One device's impairment, loaded and attached from inside its namespace
