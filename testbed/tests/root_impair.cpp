@@ -274,6 +274,28 @@ std::vector<QdiscInfo> qdiscs_of_va(Netlink& nl) {
   return out;
 }
 
+// va shaped at 100 Mbit/s and delayed 5 ms by netem, from inside namespace NS: what set_netem said
+Status shape_and_delay(const std::string& ns) {
+  int nsfd = VethPair::fd(ns);
+  Status said;
+  auto st = run_in_netns(
+      nsfd,
+      [&]() -> Status {
+        auto nl = Netlink::open_here(ns);
+        if (!nl) return nl.error();
+        int idx = static_cast<int>(::if_nametoindex("va"));
+        if (auto t = nl.value().set_tbf(idx, 100'000'000, "va"); !t) return t;
+        Impairment imp;
+        imp.delay_us = 5000;
+        said = set_netem(nl.value(), idx, "va", imp);
+        return {};
+      },
+      "delaying va");
+  ::close(nsfd);
+  REQUIRE(st.ok());
+  return said;
+}
+
 }  // namespace
 
 TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing gives the TBF its queue back", "[root]") {
@@ -283,20 +305,7 @@ TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing g
     std::exit(lanes::test::kNotRun);
   }
   VethPair p;
-  int nsfd = VethPair::fd(p.a);
-  REQUIRE(run_in_netns(
-              nsfd,
-              [&]() -> Status {
-                auto nl = Netlink::open_here(p.a);
-                if (!nl) return nl.error();
-                int idx = static_cast<int>(::if_nametoindex("va"));
-                if (auto st = nl.value().set_tbf(idx, 100'000'000, "va"); !st) return st;
-                Impairment imp;
-                imp.delay_us = 5000;
-                return set_netem(nl.value(), idx, "va", imp);
-              },
-              "delaying va")
-              .ok());
+  REQUIRE(shape_and_delay(p.a).ok());
   double rtt = ping_ms(p.a);
   INFO("round trip with 5 ms delay on va: " << rtt << " ms");
   CHECK(rtt >= 5.0);
@@ -319,6 +328,7 @@ TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing g
   CHECK(took >= 0.2);
   ::close(rx);
   ::close(tx);
+  int nsfd = VethPair::fd(p.a);
   REQUIRE(run_in_netns(
               nsfd,
               [&]() -> Status {
@@ -350,24 +360,20 @@ TEST_CASE("netem: on a kernel without it a delay is refused by name and nothing 
     std::exit(lanes::test::kNotRun);
   }
   VethPair p;
-  int nsfd = VethPair::fd(p.a);
-  std::string why;
+  auto said = shape_and_delay(p.a);
+  REQUIRE_FALSE(said.ok());
+  std::string why = said.error().what();
   std::vector<QdiscInfo> after;
+  int nsfd = VethPair::fd(p.a);
   REQUIRE(run_in_netns(
               nsfd,
               [&]() -> Status {
                 auto nl = Netlink::open_here(p.a);
                 if (!nl) return nl.error();
-                int idx = static_cast<int>(::if_nametoindex("va"));
-                if (auto st = nl.value().set_tbf(idx, 100'000'000, "va"); !st) return st;
-                Impairment imp;
-                imp.delay_us = 5000;
-                auto st = set_netem(nl.value(), idx, "va", imp);
-                if (!st) why = st.error().what();
                 after = qdiscs_of_va(nl.value());
                 return {};
               },
-              "delaying va")
+              "reading va's qdiscs")
               .ok());
   ::close(nsfd);
   INFO(why);
