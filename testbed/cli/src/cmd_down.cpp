@@ -6,8 +6,10 @@
 
 #include <boost/program_options.hpp>
 #include <fmt/format.h>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "lanes/core/cleanup.hpp"
 #include "lanes/core/netns.hpp"
@@ -68,7 +70,13 @@ int cmd_down([[maybe_unused]] const CliContext& cli, const std::vector<std::stri
   }
   int rc = kExitOk;
   for (const auto& id : ids) {
+    // a lanes clean locks a run it took for dead to judge it again; a down
+    // waits out that look (2 s at most) instead of failing beside it
     auto r = remove_run(reg, id);
+    for (int i = 0; r.busy && i < 20; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      r = remove_run(reg, id);
+    }
     for (const auto& e : r.errors) err << "lanes: " << e << "\n";
     if (!r.ok) rc = kExitFailure;
     out << fmt::format("run {} {}: {} namespaces, {} processes removed in {}\n", id,
@@ -105,10 +113,14 @@ int cmd_clean([[maybe_unused]] const CliContext& cli, const std::vector<std::str
                          t.has_dir ? ", its directory" : "");
       continue;
     }
-    auto r = remove_run(reg, t.id);
+    auto r = remove_run(reg, t.id, !all);
     if (r.busy) {  // it came to life (or another clean took it) since the plan
       out << fmt::format("left alone: run {}: a lanes process took it since this clean looked; not touched\n",
                          t.id);
+      continue;
+    }
+    if (r.alive) {  // its creator finished between this clean's look and its lock
+      out << fmt::format("left alone: run {}: it is up (it came up while this clean looked); not touched\n", t.id);
       continue;
     }
     for (const auto& e : r.errors) err << "lanes: " << e << "\n";

@@ -154,7 +154,7 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all) {
   return plan;
 }
 
-RemoveResult remove_run(const RunRegistry& reg, const std::string& id) {
+RemoveResult remove_run(const RunRegistry& reg, const std::string& id, bool only_dead) {
   auto t0 = std::chrono::steady_clock::now();
   RemoveResult res;
   std::vector<DaemonRecord> daemons;
@@ -168,6 +168,10 @@ RemoveResult remove_run(const RunRegistry& reg, const std::string& id) {
       return res;
     }
     lock.emplace(std::move(l).value());
+    if (only_dead && reg.assess_held(id).phase == "up") {
+      res.alive = true;
+      return res;
+    }
     if (auto st = reg.load(id); st) {
       RunState s = st.value();
       daemons = s.daemons;

@@ -177,14 +177,26 @@ void RunRegistry::forget(const std::string& id) const {
   if (valid_id(id)) ::unlink((owners_ + "/" + id + ".json").c_str());
 }
 
+// The lock is looked at before the state and again after it: a state read
+// first could be a creator's "creating" that its creator replaced with "up"
+// and then let go of the lock, and the run would pass for one whose
+// creator died (CI: a clean beside ups removed a run just up).
 RunHealth RunRegistry::assess(const std::string& id) const {
   RunHealth h;
+  bool held = in_use(id);
   auto st = load(id);
-  if (in_use(id)) {
+  if (held || in_use(id)) {
     h.live = true;
     h.phase = st ? st.value().phase : "creating";
     return h;
   }
+  return judge(id, st);
+}
+
+RunHealth RunRegistry::assess_held(const std::string& id) const { return judge(id, load(id)); }
+
+RunHealth RunRegistry::judge(const std::string& id, const Result<RunState>& st) const {
+  RunHealth h;
   h.phase = "dead";
   if (!exists(id)) {
     h.reason = "no run directory";

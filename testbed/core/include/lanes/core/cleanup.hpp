@@ -39,13 +39,17 @@ CleanPlan plan_clean(const RunRegistry& reg, bool all);
 struct RemoveResult {
   bool ok = true;
   bool busy = false;  // another lanes process held the run: nothing was done
+  bool alive = false;  // only_dead, and the run was up when it was locked: nothing was done
   TeardownReport report;
   std::vector<std::string> errors;
   std::chrono::microseconds took{0};
 };
 
 // Takes run ID down: locks it (refused while a lanes process holds it), its
-// supervisor, processes, namespaces, directory and owner record.
-RemoveResult remove_run(const RunRegistry& reg, const std::string& id);
+// supervisor, processes, namespaces, directory and owner record. With
+// ONLY_DEAD (lanes clean) the run is judged again once it is locked, and
+// left alone if it is up: what a clean saw before it took the lock may
+// have come up since.
+RemoveResult remove_run(const RunRegistry& reg, const std::string& id, bool only_dead = false);
 
 }  // namespace lanes::testbed

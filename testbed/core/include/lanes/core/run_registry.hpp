@@ -111,6 +111,9 @@ class RunRegistry {
   bool owns(const std::string& id) const;
   // Live, up or dead, and why (see the top of this file).
   RunHealth assess(const std::string& id) const;
+  // The same, for a caller that holds the run's lock (its state is then
+  // what its last holder left): up or dead.
+  RunHealth assess_held(const std::string& id) const;
   // Locks an existing run; with WAIT false, EWOULDBLOCK if another process holds it.
   Result<RunLock> lock(const std::string& id, bool wait) const;
   // true if some process holds the run's lock right now (a test that takes
@@ -136,6 +139,7 @@ class RunRegistry {
   std::string new_id() const;
 
  private:
+  RunHealth judge(const std::string& id, const Result<RunState>& st) const;
   std::string base_;
   std::string owners_;
 };
