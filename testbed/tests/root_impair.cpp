@@ -122,6 +122,24 @@ Count send_and_count(int tx, int rx, uint64_t n, const DeviceImpairment* imp) {
   return c;
 }
 
+// IMP attached to va from inside namespace NS
+DeviceImpairment impair_va(const std::string& ns, const Impairment& imp) {
+  int nsfd = VethPair::fd(ns);
+  std::optional<DeviceImpairment> out;
+  auto st = run_in_netns(
+      nsfd,
+      [&]() -> Status {
+        auto d = DeviceImpairment::attach(static_cast<int>(::if_nametoindex("va")), "va", imp);
+        if (!d) return d.error();
+        out.emplace(std::move(d.value()));
+        return {};
+      },
+      "impairing va");
+  ::close(nsfd);
+  REQUIRE(st.ok());
+  return std::move(*out);
+}
+
 }  // namespace
 
 TEST_CASE("impairment: 1% loss configured loses 1.0% of 10^5 datagrams and the program counts each one", "[root]") {
@@ -129,21 +147,9 @@ TEST_CASE("impairment: 1% loss configured loses 1.0% of 10^5 datagrams and the p
   VethPair p;
   int rx = udp_socket_in(p.b, "198.18.202.1", 9), tx = udp_socket_in(p.a, "198.18.202.0", 5000);
   for (uint32_t ppm : {1000u, 10000u, 100000u}) {  // 0.1%, 1%, 10%
-    int nsfd = VethPair::fd(p.a);
-    std::optional<DeviceImpairment> imp;
-    REQUIRE(run_in_netns(
-                nsfd,
-                [&]() -> Status {
-                  auto d = DeviceImpairment::attach(static_cast<int>(::if_nametoindex("va")), "va", {ppm, 0});
-                  if (!d) return d.error();
-                  imp.emplace(std::move(d.value()));
-                  return {};
-                },
-                "impairing va")
-                .ok());
-    ::close(nsfd);
-    Count c = send_and_count(tx, rx, 100000, &*imp);
-    auto st = imp->stats();
+    auto imp = impair_va(p.a, {ppm, 0});
+    Count c = send_and_count(tx, rx, 100000, &imp);
+    auto st = imp.stats();
     REQUIRE(st.ok());
     double lost = 100.0 * static_cast<double>(c.sent - c.received) / static_cast<double>(c.sent);
     INFO("configured " << ppm / 1e4 << "%: " << c.sent << " sent, " << c.received << " received, lost " << lost
@@ -164,22 +170,9 @@ TEST_CASE("impairment: duplication sends 1% twice, and a cleared device loses an
   lanes::test::require_root();
   VethPair p;
   int rx = udp_socket_in(p.b, "198.18.202.1", 9), tx = udp_socket_in(p.a, "198.18.202.0", 5000);
-  int nsfd = VethPair::fd(p.a);
-  int idx = 0;
-  std::optional<DeviceImpairment> imp;
-  REQUIRE(run_in_netns(
-              nsfd,
-              [&]() -> Status {
-                idx = static_cast<int>(::if_nametoindex("va"));
-                auto d = DeviceImpairment::attach(idx, "va", {0, 10000});
-                if (!d) return d.error();
-                imp.emplace(std::move(d.value()));
-                return {};
-              },
-              "impairing va")
-              .ok());
-  Count c = send_and_count(tx, rx, 100000, &*imp);
-  auto st = imp->stats();
+  auto imp = impair_va(p.a, {0, 10000});
+  Count c = send_and_count(tx, rx, 100000, &imp);
+  auto st = imp.stats();
   REQUIRE(st.ok());
   double dup = 100.0 * static_cast<double>(c.received - c.sent) / static_cast<double>(c.sent);
   INFO(c.sent << " sent, " << c.received << " received (" << dup << "% copies), the program copied "
@@ -188,8 +181,10 @@ TEST_CASE("impairment: duplication sends 1% twice, and a cleared device loses an
   CHECK(st.value().duplicated == c.received - c.sent);
   CHECK(std::abs(dup - 1.0) <= 0.2);
   // cleared (twice: the second finds nothing, and that is no error)
-  REQUIRE(run_in_netns(nsfd, [&]() -> Status { return DeviceImpairment::clear(idx, "va"); }, "clearing").ok());
-  REQUIRE(run_in_netns(nsfd, [&]() -> Status { return DeviceImpairment::clear(idx, "va"); }, "clearing").ok());
+  int nsfd = VethPair::fd(p.a);
+  auto clear = [] { return DeviceImpairment::clear(static_cast<int>(::if_nametoindex("va")), "va"); };
+  REQUIRE(run_in_netns(nsfd, clear, "clearing").ok());
+  REQUIRE(run_in_netns(nsfd, clear, "clearing").ok());
   ::close(nsfd);
   Count after = send_and_count(tx, rx, 10000, nullptr);
   CHECK(after.received == after.sent);
@@ -220,24 +215,12 @@ TEST_CASE("impairment: 1% corrupted of 10^5 datagrams are dropped by the receive
   lanes::test::require_root();
   VethPair p;
   int rx = udp_socket_in(p.b, "198.18.202.1", 9), tx = udp_socket_in(p.a, "198.18.202.0", 5000);
-  int nsfd = VethPair::fd(p.a);
-  std::optional<DeviceImpairment> imp;
   Impairment corrupt;
   corrupt.corrupt_ppm = 10000;
-  REQUIRE(run_in_netns(
-              nsfd,
-              [&]() -> Status {
-                auto d = DeviceImpairment::attach(static_cast<int>(::if_nametoindex("va")), "va", corrupt);
-                if (!d) return d.error();
-                imp.emplace(std::move(d.value()));
-                return {};
-              },
-              "impairing va")
-              .ok());
-  ::close(nsfd);
+  auto imp = impair_va(p.a, corrupt);
   uint64_t hdr0 = snmp(p.b, "Ip", "InHdrErrors");
   Count c = send(tx, rx, 100000);
-  auto st = imp->stats();
+  auto st = imp.stats();
   REQUIRE(st.ok());
   receive_until(rx, c, c.sent - st.value().corrupted);
   uint64_t hdr = snmp(p.b, "Ip", "InHdrErrors") - hdr0;

@@ -9,12 +9,12 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "lanes/core/cleanup.hpp"
 #include "lanes/core/netns.hpp"
 #include "lanes/core/run_registry.hpp"
 #include "lanes/core/testbed.hpp"
+#include "lanes/core/wait.hpp"
 
 namespace po = boost::program_options;
 
@@ -72,11 +72,9 @@ int cmd_down([[maybe_unused]] const CliContext& cli, const std::vector<std::stri
   for (const auto& id : ids) {
     // a lanes clean locks a run it took for dead to judge it again; a down
     // waits out that look (2 s at most) instead of failing beside it
-    auto r = remove_run(reg, id);
-    for (int i = 0; r.busy && i < 20; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      r = remove_run(reg, id);
-    }
+    RemoveResult r = poll_until([&] { return remove_run(reg, id); }, [](const RemoveResult& x) { return !x.busy; },
+                                std::chrono::seconds(2), std::chrono::milliseconds(100))
+                         .last;
     for (const auto& e : r.errors) err << "lanes: " << e << "\n";
     if (!r.ok) rc = kExitFailure;
     out << fmt::format("run {} {}: {} namespaces, {} processes removed in {}\n", id,
