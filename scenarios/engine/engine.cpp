@@ -2,10 +2,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 namespace lanes::traffic_engine {
@@ -13,6 +15,7 @@ namespace lanes::traffic_engine {
 using testbed::EventLoop;
 
 std::atomic<bool> g_stop{false};
+std::string g_congestion;
 extern "C" void on_term(int) { g_stop = true; }
 
 std::optional<std::string> arg(int argc, char** argv, const std::string& name) {
@@ -58,11 +61,29 @@ bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& 
   return inet_pton(AF_INET, a.c_str(), &s4->sin_addr) == 1;
 }
 
+bool set_congestion(int fd, std::string& why) {
+  if (g_congestion.empty()) return true;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, g_congestion.data(), static_cast<socklen_t>(g_congestion.size())) ==
+      0)
+    return true;
+  int err = errno;
+  std::string have;
+  std::ifstream f("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::getline(f, have);
+  why = "TCP congestion control " + g_congestion + ": " + std::strerror(err) +
+        (have.empty() ? std::string() : " (this kernel has: " + have + ")");
+  return false;
+}
+
 int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::optional<std::string>& bind,
             std::string& why) {
   int fd = ::socket(dst.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     why = std::string("socket: ") + std::strerror(errno);
+    return -1;
+  }
+  if (type == SOCK_STREAM && !set_congestion(fd, why)) {
+    ::close(fd);
     return -1;
   }
   if (bind) {
@@ -101,6 +122,12 @@ int listen_tcp(int port) {
   int one = 1, zero = 0;
   ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   ::setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  // what it accepts inherits it: the answers a server sends
+  if (std::string why; !set_congestion(ls, why)) {
+    std::cerr << "lanes-traffic: " << why << "\n";
+    ::close(ls);
+    return -1;
+  }
   sockaddr_in6 a{};
   a.sin6_family = AF_INET6;
   a.sin6_port = htons(static_cast<uint16_t>(port));

@@ -26,6 +26,14 @@ bool has_flag(int argc, char** argv, const std::string& name);
 // false: SIGTERM came first.
 bool wait_for_go(int argc, char** argv);
 
+// --congestion NAME (any mode): the TCP congestion control of every TCP
+// socket this process opens, so that a run's figures do not depend on the
+// machine's default (lanes run passes the scenario's tcp-congestion). Empty:
+// the namespace's default.
+extern std::string g_congestion;
+// Sets g_congestion on FD; false and WHY when the kernel refuses it.
+bool set_congestion(int fd, std::string& why);
+
 bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& len);
 // A socket of TYPE towards DST, bound to BIND when given, connecting
 // (non-blocking for TCP). On failure: -1 and WHY says what failed.

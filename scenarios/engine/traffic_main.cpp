@@ -316,6 +316,10 @@ int send_main(int argc, char** argv) {
   int errors = 0;
   size_t slots = 0;
   for (auto& f : flows) {
+    char cc[16] = {};
+    socklen_t cl = sizeof cc;
+    if (result.congestion.empty() && f.fd >= 0 && ::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0)
+      result.congestion.assign(cc, strnlen(cc, cl));
     total += f.sent;
     errors += !f.error.empty() || f.sent != f.allowed || !f.done;
     slots = std::max(slots, f.per_interval.size());
@@ -800,6 +804,7 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   std::string mode = argc > 1 ? argv[1] : "";
+  g_congestion = arg(argc, argv, "--congestion").value_or("");
   try {
     if (mode == "recv") return recv_main(argc, argv);
     if (mode == "send") return send_main(argc, argv);
@@ -831,6 +836,7 @@ int main(int argc, char** argv) {
                "       lanes-traffic training --rank R --ranks N --to NEXT --port P --gradient BYTES --steps S "
                "--compute-ms MS [--checkpoint-every K --checkpoint BYTES --store ADDR --store-port Q] [--channels C] "
                "[--incarnation I] [--resume] [--seed S] [--timeout SECONDS] [--wait-go]\n"
-               "       lanes-traffic store --port P --ranks N [--seed S]\n";
+               "       lanes-traffic store --port P --ranks N [--seed S]\n"
+               "every mode: [--congestion NAME] sets the TCP congestion control of its TCP sockets\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

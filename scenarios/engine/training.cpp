@@ -199,6 +199,10 @@ int store_connect(const sockaddr_storage& dst, socklen_t len, double timeout_s, 
     why = std::string("socket: ") + std::strerror(errno);
     return -1;
   }
+  if (!set_congestion(fd, why)) {
+    ::close(fd);
+    return -1;
+  }
   timeval tv{static_cast<time_t>(timeout_s), 0};
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);

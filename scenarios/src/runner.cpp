@@ -95,6 +95,7 @@ class PhaseRun final : public StepContext {
     say(fmt::format("phase {}: run {} is up (lanes status {})", ph_.name, pr_.run_id, pr_.run_id));
     pr_.config = job_config();
     pr_.config["topology"] = topo_.name;
+    pr_.config["tcp_congestion"] = sc_.tcp_congestion;
     pr_.config["overrides"] = ph_.overrides;
     pr_.config["cpu_busy_before"] = busy;
     t0_ = Clock::now();
@@ -354,6 +355,7 @@ class PhaseRun final : public StepContext {
                      bool hold_for_go) override {
     std::string what = "lanes-traffic " + (args.empty() ? std::string() : args[0]);
     args.insert(args.begin(), traffic());
+    args.insert(args.end(), {"--congestion", sc_.tcp_congestion});
     tb::ProcessSpec spec{what, std::move(args)};
     spec.netns_fd = ns;
     spec.log_path = out;

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <functional>
 #include <cmath>
@@ -236,10 +237,19 @@ class Loader {
   Scenario scenario(const pugi::xml_node& root) {
     Scenario sc;
     sc.file = file_;
-    check_only(root, {"name", "description"});
+    check_only(root, {"name", "description", "tcp-congestion"});
     sc.name = root.attribute("name").value();
     sc.description = root.attribute("description").value();
     if (sc.name.empty()) problem(root, "<scenario> needs name=\"...\"");
+    if (auto cc = root.attribute("tcp-congestion")) {
+      std::string v = cc.value();
+      bool ok = !v.empty() && v.size() < 16;  // TCP_CA_NAME_MAX
+      for (char c : v) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+      if (!ok)
+        problem(root, "tcp-congestion=\"{}\" is not a congestion control's name (cubic, reno, bbr, dctcp, ...)", v);
+      else
+        sc.tcp_congestion = v;
+    }
     auto topo_el = root.child("topology");
     std::string topo_text;
     Overrides base;

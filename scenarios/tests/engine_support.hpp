@@ -31,9 +31,12 @@ inline testbed::Daemon start_receiver(int ns_fd, int port, int flows, const std:
   return std::move(d).value();
 }
 
-inline nlohmann::json send(int ns_fd, const std::string& to, int port, int flows, uint64_t bytes) {
+// EXTRA: more arguments (--congestion NAME)
+inline nlohmann::json send(int ns_fd, const std::string& to, int port, int flows, uint64_t bytes,
+                           const std::vector<std::string>& extra = {}) {
   testbed::ProcessSpec spec{"lanes-traffic send", {traffic_bin(), "send", "--to", to, "--port", std::to_string(port),
                                                    "--flows", std::to_string(flows), "--bytes", std::to_string(bytes)}};
+  spec.argv.insert(spec.argv.end(), extra.begin(), extra.end());
   spec.netns_fd = ns_fd;
   spec.new_session = false;
   auto r = testbed::run_capture(spec, std::chrono::seconds(120));

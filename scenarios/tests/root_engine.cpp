@@ -27,6 +27,28 @@ TEST_CASE("traffic engine carries a checkpoint save from the job to storage with
   CHECK(r["verified_bytes"] == 160'000'000);
 }
 
+TEST_CASE("traffic engine runs the TCP congestion control it is told and names one the kernel lacks", "[root]") {
+  ScopedRun run(topology("laptop.xml"), true, lanes::test::host_roles());
+  auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
+  REQUIRE(eventually([&] { return group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 4; },
+                     std::chrono::seconds(20)));
+  int storage = run.tb().netns(run.node("storage")).fd();
+  // reno: never this machine's default, so it is the flag that set it
+  std::string out = run.registry().dir(run.id()) + "/recv.json";
+  auto recv = lanes::test::start_receiver(storage, 5302, 2, out);
+  auto s = lanes::test::send(job.fd(), "198.18.128.17", 5302, 2, 2'000'000, {"--congestion", "reno"});
+  CHECK(s["congestion"] == "reno");
+  CHECK(s["connection_errors"] == 0);
+  CHECK(recv.wait() == 0);
+  CHECK(lanes::test::read_json(out)["verified_bytes"] == 4'000'000);
+  auto bad = lanes::test::send(job.fd(), "198.18.128.17", 5302, 1, 1000, {"--congestion", "nosuchcc"});
+  CHECK(bad["connection_errors"] == 1);
+  REQUIRE(bad["flows"].size() == 1);
+  std::string why = bad["flows"][0]["error"];
+  CHECK(why.find("TCP congestion control nosuchcc") != std::string::npos);
+  CHECK(why.find("this kernel has: ") != std::string::npos);
+}
+
 TEST_CASE("traffic engine carries a restore into the task IP through a NIC failure with no byte lost", "[root]") {
   ScopedRun run(topology("laptop.xml"), true, lanes::test::host_roles());
   auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();

@@ -121,6 +121,20 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   CHECK(p.size() == 18);
 }
 
+TEST_CASE("tcp-congestion: cubic unless a scenario names another and a bad name is refused at its line", "[unit]") {
+  const char* body = R"(<topology file="../topologies/laptop.xml"/><phase name="p"><converge/></phase></scenario>)";
+  auto plain = load_scenarios_text(std::string("<scenario name=\"s\">") + body, kFile);
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].tcp_congestion == "cubic");
+  auto bbr = load_scenarios_text(std::string("<scenario name=\"s\" tcp-congestion=\"bbr\">") + body, kFile);
+  CHECK(bbr[0].tcp_congestion == "bbr");
+  for (const char* bad : {"", "BBR", "cubic; reboot", "a_name_of_sixteen"}) {
+    INFO(bad);
+    auto p = problems_of(std::string("<scenario name=\"s\"\n tcp-congestion=\"") + bad + "\">" + body);
+    CHECK(has(p, kFile + ":1: tcp-congestion=\"" + bad + "\" is not a congestion control's name"));
+  }
+}
+
 TEST_CASE("impairments: values and their combinations checked at their line", "[unit]") {
   auto p = problems_of(R"(<scenario name="x">
   <topology file="../topologies/laptop.xml"/>

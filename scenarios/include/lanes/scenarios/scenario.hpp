@@ -72,6 +72,10 @@ struct Scenario {
   std::string description;
   std::string file;
   std::string topology_file;
+  // tcp-congestion=: every TCP connection of its workloads uses it, whatever
+  // the machine's default is (a non-root namespace cannot change its own
+  // default beyond the kernel's allowed list, so each socket sets it)
+  std::string tcp_congestion = "cubic";
   std::vector<Phase> phases;
   std::vector<Step> assertions;  // evaluated after every phase ran
 };

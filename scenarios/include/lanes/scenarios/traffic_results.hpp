@@ -33,6 +33,7 @@ struct SendResult {
   int connection_errors = 0;
   int interval_ms = 100;
   std::string to;  // the address it sent to
+  std::string congestion;  // the TCP congestion control its flows ran
 };
 
 // recv: what arrived and was verified, per flow
@@ -130,7 +131,7 @@ struct CollectiveResult {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
                                                 per_interval)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendResult, role, flows, bytes, steady_gbps, interval_bytes, seconds,
-                                                gbps, connection_errors, interval_ms, to)
+                                                gbps, connection_errors, interval_ms, to, congestion)
 void to_json(nlohmann::json& j, const RecvFlow& x);  // first_bad_offset only when there is one
 void from_json(const nlohmann::json& j, RecvFlow& x);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecvResult, role, flows, verified_bytes, all_complete)
