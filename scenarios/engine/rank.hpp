@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -37,7 +38,6 @@ using testbed::EventLoop;
 
 constexpr uint32_t kHelloMagic = 0x4c4e4331;  // "LNC1": a channel's first bytes
 constexpr uint32_t kPieceMagic = 0x4c4e4332;  // "LNC2": a piece
-constexpr int kNotSentLowat = 128 * 1024;
 
 struct Hello {
   uint32_t magic, rank, channel, ranks;
@@ -86,7 +86,7 @@ class Rank {
       std::string why;
       s.fd = open_to(next, nlen, SOCK_STREAM, std::nullopt, why);
       if (s.fd < 0) return fail("channel " + std::to_string(c) + ": " + why);
-      int low = kNotSentLowat, one = 1;
+      int low = lowat_, one = 1;
       ::setsockopt(s.fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &low, sizeof low);
       ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       s.hello = {kHelloMagic, static_cast<uint32_t>(rank_), static_cast<uint32_t>(c), static_cast<uint32_t>(ranks_)};
@@ -284,9 +284,9 @@ class Rank {
   // the socket has less than the low-water mark unsent: a piece may join it
   // (sendmsg takes far more, up to the whole send buffer, which would put
   // pieces on a channel long before it can send them)
-  static bool room(const Send& s) {
+  bool room(const Send& s) const {
     int unsent = 0;
-    return ::ioctl(s.fd, SIOCOUTQNSD, &unsent) != 0 || unsent < kNotSentLowat;
+    return ::ioctl(s.fd, SIOCOUTQNSD, &unsent) != 0 || unsent < lowat_;
   }
 
   // false: the channel failed
@@ -481,6 +481,7 @@ class Rank {
   coll::Op op_;
   int rank_, ranks_, channels_;
   coll::Layout l_;
+  int lowat_ = coll::notsent_lowat(l_.piece);
   uint64_t seed_;
   int total_iterations_;
   std::vector<coll::RingStep> steps_;

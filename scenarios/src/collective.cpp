@@ -63,6 +63,10 @@ Layout layout(uint64_t bytes, int n, uint64_t piece) {
   return l;
 }
 
+int notsent_lowat(uint64_t piece) {
+  return static_cast<int>(std::clamp<uint64_t>(piece / 2, 16 * 1024, 128 * 1024));
+}
+
 namespace {
 // rank R's odd factor under SEED
 uint64_t factor(uint64_t seed, int rank) {

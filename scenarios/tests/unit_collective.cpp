@@ -127,6 +127,11 @@ TEST_CASE("collective layout: chunks of whole words, pieces that cover each chun
   for (uint64_t j = 0; j < l.pieces_per_chunk; ++j) sum += l.piece_bytes(j);
   CHECK(sum == l.chunk);
   CHECK(l.piece_bytes(5) == 8);
+  // a channel asks for more below half a piece unsent, within 16 to 128 KiB
+  CHECK(coll::notsent_lowat(256 * 1024) == 128 * 1024);
+  CHECK(coll::notsent_lowat(64 * 1024) == 32 * 1024);
+  CHECK(coll::notsent_lowat(4096) == 16 * 1024);
+  CHECK(coll::notsent_lowat(16u << 20) == 128 * 1024);
   auto big = coll::layout(1 << 20, 4, 1 << 22);  // a piece never longer than a chunk
   CHECK(big.piece == big.chunk);
   CHECK(big.pieces_per_chunk == 1);

@@ -135,6 +135,16 @@ TEST_CASE("tcp-congestion: cubic unless a scenario names another and a bad name 
   }
 }
 
+TEST_CASE("a collective's piece is 4K to 16Mi", "[unit]") {
+  auto with = [](const std::string& piece) {
+    return problems_of(R"(<scenario name="x"><topology file="../topologies/two-racks-8.xml"/><phase name="p">
+<workload name="ar" type="collective" size="8M" piece=")" + piece + R"("/></phase></scenario>)");
+  };
+  CHECK(with("64K").empty());
+  CHECK(has(with("1K"), kFile + ":2: piece= must be 4K to 16Mi"));
+  CHECK(has(with("32M"), kFile + ":2: piece= must be 4K to 16Mi"));
+}
+
 TEST_CASE("impairments: values and their combinations checked at their line", "[unit]") {
   auto p = problems_of(R"(<scenario name="x">
   <topology file="../topologies/laptop.xml"/>

@@ -19,6 +19,7 @@ const Attrs& Collective::attrs() const {
                           {"hosts", Kind::hosts},
                           {"size", Kind::size, true},
                           {"channels", Kind::count},
+                          {"piece", Kind::size},
                           {"iterations", Kind::count},
                           {"warmup", Kind::integer},
                           {"wait", Kind::boolean},
@@ -31,6 +32,8 @@ std::string Collective::check(const Step& st, const testbed::Topology& topo) con
   size_t n = job_hosts(st, topo).size();
   if (n < 2) return fmt::format("a collective needs at least 2 job hosts, {} has {}", st.has("hosts") ? "hosts=" : "the topology", n);
   if (st.has("warmup") && st.integer("warmup") < 0) return "warmup= must be 0 or more";
+  if (st.has("piece") && (st.bytes("piece") < 4096 || st.bytes("piece") > (16u << 20)))
+    return "piece= must be 4K to 16Mi (what a channel carries at a time)";
   return "";
 }
 
@@ -57,7 +60,8 @@ void Collective::start(WorkloadRun& w, StepContext& ctx) const {
         {"collective", "--op", st.str("op", "allreduce"), "--rank", std::to_string(r), "--ranks", std::to_string(n),
          "--to", to, "--port", std::to_string(w.port), "--bytes", std::to_string(st.bytes("size")), "--channels",
          std::to_string(st.integer("channels", 8)), "--iterations", std::to_string(st.integer("iterations", 3)),
-         "--warmup", std::to_string(st.integer("warmup", 1)), "--seed", std::to_string(ctx.seed()),
+         "--warmup", std::to_string(st.integer("warmup", 1)), "--piece", std::to_string(st.bytes("piece", 256 * 1024)),
+         "--seed", std::to_string(ctx.seed()),
          "--timeout",
          std::to_string(std::max<int64_t>(1, st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000)),
          "--wait-go"},

@@ -57,6 +57,14 @@ struct Layout {
 };
 Layout layout(uint64_t bytes, int n, uint64_t piece);
 
+// A channel takes the next piece once less than half a piece is unsent on
+// its socket (TCP_NOTSENT_LOWAT, between 16 and 128 KiB): it holds at most
+// a piece and a half beyond what TCP has in flight, so pieces go to the
+// channels that drain, not to whichever were free when they were handed out
+// (which needs several pieces in flight per channel: small pieces, or few
+// channels).
+int notsent_lowat(uint64_t piece);
+
 // The data: word I (the 8 bytes at offset 8·I of the buffer) of rank R's
 // input under SEED is h(I)·k(R): a splitmix64 of the index times an odd
 // factor of the rank, so any word of any rank is known to everyone, and
