@@ -9,6 +9,8 @@
 // be reached whatever the TBF does). Prints figures; never fails on a
 // number.
 //
+// TCP is cubic, as in the scenarios.
+//
 // usage: lanes_bench_tbf [SECONDS] [RATES] [FLOWS]   (root; default 4
 //        10mbit,100mbit,1gbit,10gbit 1,8,64)
 
@@ -36,6 +38,7 @@ namespace traffic = lanes::scenarios::traffic;
 
 namespace {
 
+const char* kCongestion = "cubic";  // what scenarios run unless they name another
 const std::string kTraffic = (std::filesystem::path(LANES_BIN).parent_path() / "lanes-traffic").string();
 
 std::vector<std::string> split(const std::string& s) {
@@ -83,7 +86,8 @@ uint64_t tx_bytes(Netlink& nl, int index) {
 Cell measure(Netns& na, Netns& nb, Netlink& la, int ia, double line_bps, int flows, double seconds) {
   static int port = 5601;
   ++port;
-  ProcessSpec rs{"recv", {kTraffic, "recv", "--port", std::to_string(port), "--flows", std::to_string(flows)}};
+  ProcessSpec rs{"recv", {kTraffic, "recv", "--port", std::to_string(port), "--flows", std::to_string(flows),
+                          "--congestion", kCongestion}};
   rs.netns_fd = nb.fd();
   rs.log_path = "/dev/null";  // the sender's result says what arrived (its receiver closes each flow once all came)
   auto recv = Daemon::start(rs);
@@ -92,7 +96,7 @@ Cell measure(Netns& na, Netns& nb, Netlink& la, int ia, double line_bps, int flo
   uint64_t total = static_cast<uint64_t>(line_bps / 8 * seconds);
   ProcessSpec ss{"send",
                  {kTraffic, "send", "--to", "198.18.201.1", "--port", std::to_string(port), "--flows",
-                  std::to_string(flows), "--total", std::to_string(total)}};
+                  std::to_string(flows), "--total", std::to_string(total), "--congestion", kCongestion}};
   ss.netns_fd = na.fd();
   // the wire rate: the link's counter, sampled every 100 ms while it sends
   std::vector<std::pair<double, uint64_t>> samples;
@@ -150,7 +154,7 @@ int main(int argc, char** argv) {
   auto la = Netlink::open_in(na.fd(), p.a).value(), lb = Netlink::open_in(nb.fd(), p.b).value();
   int ia = la.ifindex("va").value(), ib = lb.ifindex("vb").value();
 
-  std::printf("unshaped veth pair, %g s per transfer:\n", seconds);
+  std::printf("unshaped veth pair, %g s per transfer, %s TCP:\n", seconds, kCongestion);
   double cap = 0;
   for (int f : flows) {
     Cell c = measure(na, nb, la, ia, 20e9, f, seconds);
