@@ -425,15 +425,26 @@ std::string topology_svg(const TopologyView& t) {
 std::string figure_text(const WorkloadResult& w) {
   const auto& f = w.figures;
   auto d = [&](const char* k) { return f.value(k, 0.0); };
+  std::string verified = f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified";
   if (w.type == "checkpoint-save" || w.type == "checkpoint-restore") {
     std::string placed;
     for (const auto& n : f.value("bpf_flows_per_nic", nlohmann::json::array()))
       placed += (placed.empty() ? " · BPF flows per NIC " : " ") + std::to_string(n.get<int>());
     return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits{}", d("throughput_gbps"),
-                       d("seconds"), f.value("connection_errors", 0),
-                       f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified",
-                       f.value("retransmits", 0), placed);
+                       d("seconds"), f.value("connection_errors", 0), verified, f.value("retransmits", 0), placed);
   }
+  if (w.type == "collective")
+    return fmt::format("{} among {} ranks in {:.3f} s · algbw {:.3f} Gbit/s · busbw {:.3f} Gbit/s ({:.0f}% of the line) · "
+                       "{} errors · {} · {} retransmits",
+                       f.value("op", std::string("collective")), f.value("ranks", 0), d("time_s"), d("algbw_gbps"),
+                       d("busbw_gbps"), 100 * d("efficiency"), f.value("connection_errors", 0), verified,
+                       f.value("retransmits", 0));
+  if (w.type == "training")
+    return fmt::format("JCT {:.2f} s · {} of {} steps · GPUs idle {:.0f}% · {} checkpoints (mean {:.2f} s) · "
+                       "{} steps lost · {} errors · {}",
+                       d("jct_s"), f.value("steps_done", 0), f.value("steps", 0), 100 * d("wait_fraction"),
+                       f.value("saves", 0), d("save_mean_s"), f.value("steps_lost", 0), f.value("connection_errors", 0),
+                       verified);
   if (w.type == "probe")
     return fmt::format("longest blackout {:.0f} ms ({}) · {} probes lost", d("blackout_ms"),
                        f.value("worst_path", std::string("-")), f.value("lost", 0));

@@ -251,6 +251,31 @@ TEST_CASE("HTML report draws an open-loop workload's latency over the run, a lin
   CHECK(html.find(">four-nics</text>") != std::string::npos);
 }
 
+TEST_CASE("HTML report: a collective's and a training job's own figures, not a request workload's", "[unit]") {
+  auto r = sample();
+  auto& sc = r.scenarios[0];
+  WorkloadResult c;
+  c.name = "allreduce";
+  c.type = "collective";
+  c.figures = {{"op", "allreduce"}, {"ranks", 8},           {"time_s", 9.669},       {"algbw_gbps", 0.1059},
+               {"busbw_gbps", 0.1853}, {"efficiency", 0.9266}, {"retransmits", 114088}, {"bytes_verified", true}};
+  WorkloadResult t;
+  t.name = "job";
+  t.type = "training";
+  t.figures = {{"jct_s", 37.27},    {"steps_done", 12}, {"steps", 12},     {"wait_fraction", 0.839},
+               {"saves", 3},        {"save_mean_s", 0.45}, {"steps_lost", 0}, {"bytes_verified", false}};
+  PhaseResult ph;
+  ph.name = "four-nics";
+  ph.workloads = {c, t};
+  sc.phases = {ph};
+  std::string html = html_report(r);
+  CHECK(html.find("allreduce among 8 ranks in 9.669 s · algbw 0.106 Gbit/s · busbw 0.185 Gbit/s (93% of the line)") !=
+        std::string::npos);
+  CHECK(html.find("JCT 37.27 s · 12 of 12 steps · GPUs idle 84% · 3 checkpoints (mean 0.45 s)") != std::string::npos);
+  CHECK(html.find("NOT verified") != std::string::npos);  // the training job's, said plainly
+  CHECK(html.find("p50 0.00 ms") == std::string::npos);
+}
+
 TEST_CASE("report: a training job's step timeline, a row per phase on one scale, the steps a failure lost outlined", "[unit]") {
   RunResult r;
   r.scenarios.emplace_back();
