@@ -315,11 +315,15 @@ int send_main(int argc, char** argv) {
   uint64_t total = 0;
   int errors = 0;
   size_t slots = 0;
-  for (auto& f : flows) {
+  // what the flows ran (every one was opened the same way): the first open one's
+  for (const auto& f : flows) {
     char cc[16] = {};
     socklen_t cl = sizeof cc;
-    if (result.congestion.empty() && f.fd >= 0 && ::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0)
-      result.congestion.assign(cc, strnlen(cc, cl));
+    if (f.fd < 0) continue;
+    if (::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) result.congestion.assign(cc, strnlen(cc, cl));
+    break;
+  }
+  for (auto& f : flows) {
     total += f.sent;
     errors += !f.error.empty() || f.sent != f.allowed || !f.done;
     slots = std::max(slots, f.per_interval.size());
