@@ -485,12 +485,20 @@ class PhaseRun final : public StepContext {
     int errors = 0;
     bool verified = true;
     uint64_t bytes = 0;
-    for (const auto& x : runs) {
+    json notes = json::array();  // each failed run's own reason
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const auto& x = runs[k];
       secs.push_back(x.figures.value("seconds", 0.0));
       errors += x.figures.value("connection_errors", 0);
-      verified = verified && x.figures.value("bytes_verified", false);
+      bool ok = x.figures.value("bytes_verified", false);
+      verified = verified && ok;
+      if (!ok)
+        notes.push_back(fmt::format("run {}: {}", k + 1,
+                                    x.figures.contains("verify_note") ? x.figures["verify_note"].dump() : "no reason recorded"));
       bytes += x.figures.value("verified_bytes", uint64_t{0});
     }
+    if (notes.empty()) r.figures.erase("verify_note");
+    else r.figures["verify_note"] = notes;
     r.figures["runs"] = repeat;
     r.figures["seconds_runs"] = secs;
     r.figures["connection_errors"] = errors;

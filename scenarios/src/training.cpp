@@ -1,8 +1,11 @@
 #include "lanes/scenarios/training.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <set>
 
 namespace lanes::scenarios::training {
 
@@ -80,6 +83,11 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
   double first = std::numeric_limits<double>::max(), last = 0;
   bool verified = true;
   std::vector<std::string> errors;
+  // saves and restores that failed: each a connection to the store that
+  // did not do its work, and each save's step a failed step of the job
+  int ckpt_failures = 0;
+  std::set<int> failed_steps;
+  json notes = json::array();
   for (const auto& e : events) {
     double t0 = e.start_s > 0 ? e.start_s : e.end_s;
     if (t0 > 0) {
@@ -101,10 +109,24 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
       s.save_end = std::max(s.save_end, e.end_s);
       if (e.verified) ++s.saved;
       verified = verified && e.verified;
+      if (!e.verified) {
+        ++ckpt_failures;
+        failed_steps.insert(e.step);
+        if (notes.size() < 5)
+          notes.push_back(fmt::format("rank {}'s checkpoint of step {}: {}", e.rank, e.step,
+                                      e.error.empty() ? "not acked" : e.error));
+      }
     } else if (e.event == "restore") {
       if (e.step >= 0) {
         restores.push_back(e.end_s - e.start_s);
         verified = verified && e.verified;
+      }
+      if (!e.error.empty() || (e.step >= 0 && !e.verified)) {
+        ++ckpt_failures;
+        verified = false;
+        if (notes.size() < 5)
+          notes.push_back(fmt::format("rank {}'s restore (run {}): {}", e.rank, e.incarnation,
+                                      e.error.empty() ? "the checkpoint read back wrong" : e.error));
       }
     } else if (e.event == "end") {
       ++inc_ends[e.incarnation];
@@ -113,8 +135,12 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
     }
   }
   int final_inc = inc_first.empty() ? 0 : inc_first.rbegin()->first;
-  bool completed = !inc_first.empty() && inc_ends[final_inc] == ranks;
+  // a step whose checkpoint failed is a failed step: the job did not
+  // complete, whatever its ranks did after it
+  bool completed = !inc_first.empty() && inc_ends[final_inc] == ranks && failed_steps.empty();
   f["completed"] = completed;
+  f["checkpoint_failures"] = ckpt_failures;
+  f["failed_steps"] = failed_steps;
   f["incarnations"] = static_cast<int>(inc_first.size());
   f["failures"] = std::max(0, static_cast<int>(inc_first.size()) - 1);
   double jct = completed && first < last ? last - first : 0;
@@ -185,6 +211,11 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
   f["wait_fraction"] = jct > 0 ? std::clamp(1.0 - static_cast<double>(steps) * compute_s / jct, 0.0, 1.0) : 0.0;
   f["bytes_verified"] = completed && verified && static_cast<int>(job.size()) == steps;
   if (!errors.empty()) f["errors"] = errors;
+  if (!notes.empty()) f["verify_note"] = notes;
+  else if (!f["bytes_verified"].get<bool>())
+    f["verify_note"] = !errors.empty() ? json(errors)
+                       : !completed    ? json(fmt::format("{} of {} ranks ended their last run", inc_ends[final_inc], ranks))
+                                       : json(fmt::format("{} of {} steps done by every rank", job.size(), steps));
   uint64_t checked = 0;  // the last all-reduce's output and the restores, every rank
   for (const auto& e : events)
     if ((e.event == "end" || e.event == "restore") && e.verified) checked += e.bytes;

@@ -145,6 +145,41 @@ TEST_CASE("a collective's piece is 4K to 16Mi", "[unit]") {
   CHECK(has(with("32M"), kFile + ":2: piece= must be 4K to 16Mi"));
 }
 
+TEST_CASE("a job's ranks share one address family: IPv6 when a host is IPv6-only, refused when none is common", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-unit-family-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream o(dir / "t.xml");
+    o << R"(<topology name="t"><spine name="s1" asn="65000"/>
+<rack name="a"><host name="a" count="2" nics="2"><job name="j" family="ipv4"/></host><server name="st" role="storage"/></rack>
+<rack name="b"><host name="b" count="2" nics="2"><job name="j" family="ipv6"/></host></rack>
+<rack name="c"><host name="c" count="1" nics="2"><job name="j"/></host></rack>
+<link a="s1" b="a-tor"/><link a="s1" b="b-tor"/><link a="s1" b="c-tor"/></topology>)";
+  }
+  auto with = [&](const std::string& steps) {
+    std::ofstream(dir / "s.xml") << "<scenario name=\"s\"><topology file=\"t.xml\"/><phase name=\"p\">\n"
+                                 << steps << "\n</phase></scenario>";
+    try {
+      load_scenarios((dir / "s.xml").string());
+    } catch (const InputError& e) {
+      return e.problems();
+    }
+    return std::vector<std::string>{};
+  };
+  std::string f = (dir / "s.xml").string() + ":";
+  // IPv6-only and dual hosts: one IPv6 job, store included
+  CHECK(with(R"(<workload name="j" type="training" hosts="b1,b2,c1" gradient="1M" steps="2" compute="10ms"
+ checkpoint-every="1" checkpoint="1M" server="st"/>)")
+            .empty());
+  auto p = with(R"(<workload name="j" type="training" hosts="a1,b1" gradient="1M" steps="2" compute="10ms"/>)");
+  CHECK(has(p, f + "2: the job hosts it connects must share one address family, and a1 has no IPv6"));
+  p = with(R"(<workload name="c" type="collective" hosts="b1,b2" size="1M" family="ipv4"/>)");
+  CHECK(has(p, f + "2: the job hosts it connects must share one address family, and b1, b2 have no IPv4 (family=\"ipv4\")"));
+  p = with(R"(<workload name="pr" type="probe" from="a1" to="b1"/>)");
+  CHECK(has(p, f + "2: the job hosts it connects must share one address family, and a1 has no IPv6"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("impairments: values and their combinations checked at their line", "[unit]") {
   auto p = problems_of(R"(<scenario name="x">
   <topology file="../topologies/laptop.xml"/>

@@ -138,6 +138,38 @@ TEST_CASE("a job whose ranks did not all end is not complete and has no completi
   CHECK(figures(events, 2, 6, 0.1)["bytes_verified"] == false);
 }
 
+TEST_CASE("a checkpoint that fails is a failed step: counted, named with its reason, and the job not complete", "[unit]") {
+  // an IPv6-only job whose store was dialled over IPv4: every save failed
+  // at connect, the ranks went on and ended their ring
+  auto events = failed_and_resumed();
+  for (auto& e : events)
+    if (e.event == "save" && e.incarnation == 1) {
+      e.verified = false;
+      e.error = "connecting to the store: Network is unreachable";
+    }
+  auto f = figures(events, 2, 6, 0.1);
+  CHECK(f["checkpoint_failures"] == 2);
+  CHECK(f["failed_steps"] == nlohmann::json::array({5}));
+  CHECK(f["completed"] == false);
+  CHECK(f["jct_s"].get<double>() == 0);
+  CHECK(f["bytes_verified"] == false);
+  REQUIRE(f["verify_note"].size() == 2);
+  CHECK(f["verify_note"][0] == "rank 0's checkpoint of step 5: connecting to the store: Network is unreachable");
+  // a restore that could not reach the store is one too
+  events = failed_and_resumed();
+  for (auto& e : events)
+    if (e.event == "restore" && e.rank == 1) {
+      e.step = -1;
+      e.verified = false;
+      e.error = "connecting to the store: Connection refused";
+    }
+  f = figures(events, 2, 6, 0.1);
+  CHECK(f["checkpoint_failures"] == 1);
+  CHECK(f["verify_note"][0] == "rank 1's restore (run 1): connecting to the store: Connection refused");
+  // and a job with none has none
+  CHECK(figures(failed_and_resumed(), 2, 6, 0.1)["checkpoint_failures"] == 0);
+}
+
 TEST_CASE("a rank's event lines are read back, a line cut by its death skipped", "[unit]") {
   auto p = std::filesystem::temp_directory_path() / ("lanes-unit-training-" + std::to_string(::getpid()));
   {

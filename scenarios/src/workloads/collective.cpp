@@ -34,7 +34,7 @@ std::string Collective::check(const Step& st, const testbed::Topology& topo) con
   if (st.has("warmup") && st.integer("warmup") < 0) return "warmup= must be 0 or more";
   if (st.has("piece") && (st.bytes("piece") < 4096 || st.bytes("piece") > (16u << 20)))
     return "piece= must be 4K to 16Mi (what a channel carries at a time)";
-  return "";
+  return job_family_problem(st, topo, job_hosts(st, topo));
 }
 
 std::vector<std::string> Collective::sampled_hosts(const Step& st, const testbed::Topology& topo) const {
@@ -51,9 +51,9 @@ void Collective::start(WorkloadRun& w, StepContext& ctx) const {
   int n = static_cast<int>(w.hosts.size());
   w.port = ctx.take_ports(1);
   std::string base = ctx.out_base(st.str("name"));
+  bool v6 = job_wants_v6(st, topo, w.hosts);
   for (int r = 0; r < n; ++r) {
     const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
-    bool v6 = wants_v6(st, &next);
     std::string to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
     w.clients.push_back(ctx.start_traffic(
         "collective " + w.hosts[static_cast<size_t>(r)], ctx.job_ns(w.hosts[static_cast<size_t>(r)]),

@@ -120,4 +120,31 @@ std::vector<std::string> job_hosts(const Step& st, const testbed::Topology& topo
   return hosts;
 }
 
+bool job_wants_v6(const Step& st, const testbed::Topology& topo, const std::vector<std::string>& hosts) {
+  if (st.has("family")) return st.str("family") == "ipv6";
+  for (const auto& h : hosts) {
+    const auto& n = topo.nodes.at(static_cast<size_t>(topo.find_node(h)));
+    if (n.job && !n.job->has4()) return true;
+  }
+  return false;
+}
+
+std::string job_family_problem(const Step& st, const testbed::Topology& topo, const std::vector<std::string>& hosts) {
+  bool v6 = job_wants_v6(st, topo, hosts);
+  std::string lacking;
+  int n = 0;
+  for (const auto& h : hosts) {
+    const auto& node = topo.nodes.at(static_cast<size_t>(topo.find_node(h)));
+    if (!node.job || (v6 ? node.job->has6() : node.job->has4())) continue;
+    if (++n <= 3) lacking += (lacking.empty() ? "" : ", ") + h;
+  }
+  if (n == 0) return "";
+  if (n > 3) lacking += fmt::format(" and {} more", n - 3);
+  return fmt::format("the job hosts it connects must share one address family, and {} {} no {}{}", lacking, n == 1 ? "has" : "have",
+                     v6 ? "IPv6" : "IPv4",
+                     st.has("family") ? fmt::format(" (family=\"{}\")", st.str("family"))
+                                      : " (some of its hosts are IPv6-only: family=\"ipv6\" on every <job>, or "
+                                        "hosts= of one family)");
+}
+
 }  // namespace lanes::scenarios

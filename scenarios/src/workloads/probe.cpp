@@ -21,7 +21,10 @@ std::string Probe::check(const Step& st, const testbed::Topology& topo) const {
   int from = topo.find_node(st.str("from"));
   if (st.flag("per-nic", false) && from >= 0 && topo.nodes[static_cast<size_t>(from)].kind != testbed::NodeKind::host)
     return "per-nic=\"true\" needs from=\"...\" to be a job host";
-  return "";
+  std::vector<std::string> jobs;
+  for (const char* end : {"from", "to"})
+    if (topo.is_job_host(st.str(end))) jobs.push_back(st.str(end));
+  return job_family_problem(st, topo, jobs);
 }
 
 namespace {
@@ -41,7 +44,9 @@ void Probe::start(WorkloadRun& w, StepContext& ctx) const {
   w.port = ctx.take_ports(1);
   int rns = topo.is_job_host(to.name) ? ctx.job_ns(to.name) : ctx.node_ns(to.name);
   int sns = topo.is_job_host(from.name) ? ctx.job_ns(from.name) : ctx.node_ns(from.name);
-  bool v6 = wants_v6(st, topo.is_job_host(to.name) ? &to : topo.is_job_host(from.name) ? &from : nullptr);
+  // the family both ends have: IPv6 when either job is IPv6-only
+  bool v6 = wants_v6(st, topo.is_job_host(to.name) ? &to : nullptr) ||
+            wants_v6(st, topo.is_job_host(from.name) ? &from : nullptr);
   std::string dst = topo.is_job_host(to.name) ? (v6 ? to.job->task_ip6.to_string() : to.job->task_ip4.to_string())
                                               : ctx.server_addr(to.name, v6);
   std::vector<std::string> args = {"probe-send", "--to", dst, "--port", std::to_string(w.port), "--rate",

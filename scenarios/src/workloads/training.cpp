@@ -31,6 +31,7 @@ const Attrs& Training::attrs() const {
 std::string Training::check(const Step& st, const testbed::Topology& topo) const {
   size_t n = job_hosts(st, topo).size();
   if (n < 2) return fmt::format("a training job needs at least 2 job hosts, {} has {}", st.has("hosts") ? "hosts=" : "the topology", n);
+  if (auto why = job_family_problem(st, topo, job_hosts(st, topo)); !why.empty()) return why;
   if (st.has("checkpoint-every") && st.integer("checkpoint-every") < 0) return "checkpoint-every= must be 0 or more";
   if (st.integer("checkpoint-every", 0) > 0 && (!st.has("server") || !st.has("checkpoint")))
     return "checkpoints (checkpoint-every=) need server= (the storage server) and checkpoint= (the size of each rank's)";
@@ -53,11 +54,13 @@ void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
   const auto& topo = ctx.topo();
   int n = static_cast<int>(w.hosts.size()), inc = w.incarnations - 1;
   std::string base = ctx.out_base(st.str("name"));
-  std::string store = st.has("server") ? ctx.server_addr(st.str("server"), wants_v6(st, nullptr)) : "";
+  // the ring and the store in the job's one family: an IPv6-only job's
+  // ranks have no IPv4 route to the store
+  bool v6 = job_wants_v6(st, topo, w.hosts);
+  std::string store = st.has("server") ? ctx.server_addr(st.str("server"), v6) : "";
   for (int r = 0; r < n; ++r) {
     const std::string& host = w.hosts[static_cast<size_t>(r)];
     const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
-    bool v6 = wants_v6(st, &next);
     std::vector<std::string> args = {
         "training", "--rank", std::to_string(r), "--ranks", std::to_string(n), "--to",
         v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string(), "--port", std::to_string(w.port),
@@ -155,7 +158,8 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
   f["seconds"] = f.value("jct_s", 0.0);  // what completion ratios compare
   // a rank of the last run that failed (a killed run's ranks may see their
   // ring break in the instant before their own end: that is the fault's)
-  int errors = 0;
+  // and every save or restore that failed: a connection to the store
+  int errors = f.value("checkpoint_failures", 0);
   for (const auto& e : events)
     if (e.event == "failed" && e.incarnation == w.incarnations - 1) ++errors;
   if (!w.servers.empty()) {
@@ -174,7 +178,7 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
       }
     }
   }
-  if (!f.value("completed", false)) ++errors;
+  if (!f.value("completed", false) && errors == 0) ++errors;  // it ended short, and nothing above says why
   f["connection_errors"] = errors;
   return f;
 }

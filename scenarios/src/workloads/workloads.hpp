@@ -20,6 +20,15 @@ inline bool wants_v6(const Step& st, const testbed::Node* job_host) {
   if (st.has("family")) return st.str("family") == "ipv6";
   return job_host && job_host->job && !job_host->job->has4();
 }
+// The family of a job whose ranks all talk to each other and to its
+// servers (collective, training): family= where given, else IPv4 when
+// every host has it, else IPv6. One family for the whole job: a ring that
+// went IPv4 towards a dual host and IPv6 towards an IPv6-only one would
+// have ranks dial a family their own container lacks.
+bool job_wants_v6(const Step& st, const testbed::Topology& topo, const std::vector<std::string>& hosts);
+// "" when every host of HOSTS has the family job_wants_v6 picks; else why not
+// (a job of IPv4-only and IPv6-only hosts, or family= that a host lacks).
+std::string job_family_problem(const Step& st, const testbed::Topology& topo, const std::vector<std::string>& hosts);
 
 // checkpoint-save (the job sends to a storage server) and
 // checkpoint-restore (the server sends to the job): one transfer per host

@@ -59,7 +59,11 @@ std::vector<Event> read_events(const std::string& path);
 //   lost_s                the work each failure threw away: its run's last whole checkpoint to its last event
 //   verified_bytes        checked by the ranks: the last all-reduce's output and the restores
 //   wait_fraction         1 - steps · compute / JCT: the share of the job the GPUs idled
-//   completed             every rank ended; verified: and every output, save and restore checked
+//   completed             every rank ended and no checkpoint failed; verified: and every output, save and
+//                         restore checked
+//   checkpoint_failures   saves and restores that failed (each a connection to the store that did not do its work)
+//   failed_steps          the steps whose checkpoint a rank failed to save
+//   verify_note           when not verified: which rank's transfer failed and why
 //   timeline              per step of each incarnation: start, compute end, all-reduce end, save end
 nlohmann::json figures(const std::vector<Event>& events, int ranks, int steps, double compute_s);
 
