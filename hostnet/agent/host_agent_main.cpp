@@ -17,6 +17,7 @@
 #include "lanes/core/event_loop.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/netlink.hpp"
+#include "lanes/core/netns.hpp"
 #include "lanes/hostnet/host_agent.hpp"
 
 using namespace lanes::testbed;
@@ -48,7 +49,24 @@ int main(int argc, char** argv) {
   (void)loop.watch(mon.value().fd(), EPOLLIN, [&](uint32_t) {
     if (auto events = mon.value().read_events())
       for (const auto& e : events.value())
-        if (!e.deleted) agent.value()->link_changed(e.name, e.admin_up && e.carrier);
+        if (!e.deleted) agent.value()->link_changed(e);
+  });
+  // the container's links too: whatever takes one down and up there, its
+  // path must come back
+  auto cns = Netns::open(cfg.container_netns);
+  if (!cns) {
+    lg::error("{}", cns.error().what());
+    return 1;
+  }
+  auto cmon = LinkMonitor::open_in(cns.value().fd(), cfg.container_netns);
+  if (!cmon) {
+    lg::error("{}", cmon.error().what());
+    return 1;
+  }
+  (void)loop.watch(cmon.value().fd(), EPOLLIN, [&](uint32_t) {
+    if (auto events = cmon.value().read_events())
+      for (const auto& e : events.value())
+        if (!e.deleted) agent.value()->container_link_changed(e);
   });
   std::optional<lanes::bfd::VerdictFollower> bfd;
   if (!cfg.bfd_socket.empty())

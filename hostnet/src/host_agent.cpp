@@ -37,6 +37,7 @@ HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
     s.host_side6 = n.value("host_side6", "");
     s.cont_side4 = n.value("cont_side4", "");
     s.cont_side6 = n.value("cont_side6", "");
+    s.gw_mac = n.value("gw_mac", "");
     s.table = n.value("table", 0u);
     c.nics.push_back(std::move(s));
   }
@@ -50,7 +51,7 @@ nlohmann::json HostAgentConfig::to_json() const {
                  {"eth", s.eth},               {"numa", s.numa},             {"gw4", s.gw4},
                  {"gw6", s.gw6},               {"job4", s.job4},             {"job6", s.job6},
                  {"host_side4", s.host_side4}, {"host_side6", s.host_side6}, {"cont_side4", s.cont_side4},
-                 {"cont_side6", s.cont_side6}, {"table", s.table}});
+                 {"cont_side6", s.cont_side6}, {"gw_mac", s.gw_mac},     {"table", s.table}});
   return {{"host", host},   {"mode", mode},   {"container_netns", container_netns},
           {"task4", task4}, {"task6", task6}, {"bfd_socket", bfd_socket}, {"nics", n}};
 }
@@ -104,6 +105,9 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
     s.up = s.carrier = nl->admin_up && nl->carrier;
     s.veth = jl->kind != "netkit";
     s.eth_mac = el->mac;
+    s.jnic_mac = jl->mac;
+    s.jnic_ok = jl->admin_up && jl->carrier;
+    s.eth_ok = el->admin_up && el->carrier;
     dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6});
     dc.container_ifindex.push_back(s.jnic_idx);
     dc.container_mac.push_back(el->mac);
@@ -154,12 +158,41 @@ void HostAgent::restore_routes(const Nic& s, bool job) {
   }
 }
 
-void HostAgent::link_changed(const std::string& ifname, bool up) {
-  for (auto& s : nics_)
-    if (s.ifname == ifname) {
-      s.carrier = up;
+void HostAgent::link_changed(const LinkEvent& e) {
+  for (auto& s : nics_) {
+    if (s.ifname == e.name) {
+      s.carrier = e.admin_up && e.carrier;
       update(s);
     }
+    if (s.jnic == e.name) container_link_seen(s, true, e);
+  }
+}
+
+void HostAgent::container_link_changed(const LinkEvent& e) {
+  for (auto& s : nics_)
+    if (s.eth == e.name) container_link_seen(s, false, e);
+}
+
+// One end of NIC S's container link as seen now. This agent takes the
+// host side down and up itself with the NIC (apply); anything else that
+// takes either end down and up (an operator, a container runtime, a
+// script) flushed that end's permanent neighbours and routes, and the
+// kernel dropped the container's next hops over the link: once both ends
+// are up again, and the NIC is in use, they are put back as after a NIC's
+// return. (Putting back what is there changes nothing: an event of the
+// agent's own doing read late costs a second look, no more.)
+void HostAgent::container_link_seen(Nic& s, bool jnic_side, const LinkEvent& e) {
+  if (!jnic_side && !e.admin_up) s.eth_flushed = true;
+  bool ok = e.admin_up && e.carrier;
+  bool& seen = jnic_side ? s.jnic_ok : s.eth_ok;
+  if (seen == ok) return;
+  bool was = s.jnic_ok && s.eth_ok;
+  seen = ok;
+  bool now = s.jnic_ok && s.eth_ok;
+  if (was && !now && s.up)
+    lg::info("{}: {}'s container link is down ({}{})", cfg_.host, s.ifname, jnic_side ? s.jnic : s.eth,
+             jnic_side ? "" : " in the container");
+  if (!was && now && s.up) heal(s, "container link up: back in use");
 }
 
 void HostAgent::bfd_changed(const std::map<std::string, bool>& usable) {
@@ -179,22 +212,55 @@ void HostAgent::update(Nic& s) {
 // A NIC's state reaches its container link, the container's group and the datapath.
 void HostAgent::apply(Nic& s, bool up) {
   s.up = up;
-  if (dp_) (void)dp_->set_nic_up(s.index, up);
+  if (!up) {
+    if (dp_) (void)dp_->set_nic_up(s.index, false);
+    if (auto st = hnl_.set_link_up(s.jnic_idx, false, s.jnic); !st) lg::warn("{}", st.error().what());
+    lg::info("{}: {} down: out of use", cfg_.host, s.ifname);
+    return;
+  }
+  heal(s, "up: back in use");
+}
+
+// Everything NIC S's path needs that a device going down takes away,
+// put back (each step is a replace: what is still there stays): the NIC's
+// and the container link's permanent neighbours, the host's routes, the
+// container link's host side up, the container's route for the NIC's own
+// address, its next hops and the egress groups.
+void HostAgent::heal(Nic& s, const char* why) {
+  if (dp_) (void)dp_->set_nic_up(s.index, true);
+  auto mac = parse_mac(s.gw_mac);
+  auto neighbours = [&](Netlink& nl, int idx, const std::string& ifname, std::initializer_list<std::string> ips,
+                        const MacAddr& m) {
+    for (const auto& a : ips)
+      if (auto ip = parse_ip(a))
+        if (auto st = nl.add_neighbor(idx, *ip, m, ifname); !st) lg::warn("{}", st.error().what());
+  };
+  // taking the NIC down flushed its permanent neighbours for the switch
+  // port: without them its first packets wait for ARP and ND (one lost
+  // request is a second) and the entries count against the kernel-wide
+  // neighbour limit
+  if (mac) neighbours(hnl_, s.nic_idx, s.ifname, {s.gw4, s.gw6}, *mac);
   // taking a device down flushes the routes through it. NIC k's own table
   // first: the container link comes up next, and what the job sends from
   // its NIC-k address at once (the injector dials the moment it sees
   // carrier) must find its way out of NIC k, not out of another NIC
-  if (up && s.table) restore_routes(s, false);
-  if (auto st = hnl_.set_link_up(s.jnic_idx, up, s.jnic); !st) lg::warn("{}", st.error().what());
-  // taking the link down flushed its permanent neighbours: put the
-  // container side's back, or what goes to the job waits for ARP and ND
-  // (and counts against the kernel-wide neighbour limit)
-  if (up && s.veth)
-    for (const auto& a : {s.cont_side4, s.cont_side6})
-      if (auto ip = parse_ip(a))
-        if (auto st = hnl_.add_neighbor(s.jnic_idx, *ip, s.eth_mac, s.jnic); !st) lg::warn("{}", st.error().what());
-  if (up) restore_routes(s, true);
-  if (up && cfg_.mode != "single") {
+  if (s.table) restore_routes(s, false);
+  if (auto st = hnl_.set_link_up(s.jnic_idx, true, s.jnic); !st) lg::warn("{}", st.error().what());
+  // the container link's neighbours, both ends: what goes to the job
+  // would otherwise wait for ARP and ND
+  if (s.veth) {
+    neighbours(hnl_, s.jnic_idx, s.jnic, {s.cont_side4, s.cont_side6}, s.eth_mac);
+    neighbours(cnl_, s.eth_idx, s.eth, {s.host_side4, s.host_side6}, s.jnic_mac);
+  }
+  restore_routes(s, true);
+  // a container side that only lost carrier kept its routes (and an IPv6
+  // route through a link that came up a moment ago is refused until the
+  // kernel's link watch has run); one that was taken down lost them
+  if (s.eth_flushed && s.eth_ok) {
+    restore_container_route(s);
+    s.eth_flushed = false;
+  }
+  if (cfg_.mode != "single") {
     // the kernel dropped the container's next hops with the link; restore
     // them, on-link: the link came up a moment ago, and until the kernel's
     // link watch runs its IPv6 routes say it is down (an IPv6 next hop
@@ -208,7 +274,24 @@ void HostAgent::apply(Nic& s, bool up) {
     set_egress_groups();
     report_balance();
   }
-  lg::info("{}: {} {}", cfg_.host, s.ifname, up ? "up: back in use" : "down: out of use");
+  lg::info("{}: {} {}", cfg_.host, s.ifname, why);
+}
+
+// The container's route for the job's NIC-k address (table k: out of its
+// link k), which the container side going down took with it.
+void HostAgent::restore_container_route(const Nic& s) {
+  if (!s.table) return;
+  for (bool v6 : {false, true}) {
+    auto src = parse_ip(v6 ? s.job6 : s.job4);
+    if (!src) continue;  // the job has no such family
+    auto via = parse_ip(v6 ? s.host_side6 : s.host_side4);
+    if (!via) continue;
+    Route r{IpNet::default_route(v6 ? AF_INET6 : AF_INET), std::vector<Via>{{*via, s.eth_idx, 1}}};
+    r.table = s.table;
+    r.prefsrc = *src;
+    r.replace = true;
+    if (auto st = cnl_.add_route(r); !st) lg::warn("{}", st.error().what());
+  }
 }
 
 // The container's egress groups over the up NICs, each weighing the same.

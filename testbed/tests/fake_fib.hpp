@@ -27,6 +27,7 @@ class FakeFib : public KernelFib {
   std::map<uint32_t, std::vector<BucketInfo>> bucket_activity;  // what buckets() says
   std::map<std::string, uint32_t> routes_;  // prefix → group
   std::set<int> down;                        // oifs without carrier
+  std::map<std::pair<int, std::string>, std::string> neighbours;  // (oif, ip) -> MAC
   int group_writes = 0, route_writes = 0;
 
   Result<int> ifindex(const std::string& n) override {
@@ -98,6 +99,10 @@ class FakeFib : public KernelFib {
   }
   Status add_static(const AgentStatic&, int) override { return {}; }
   Status add_blackhole(const std::string&) override { return {}; }
+  Status add_neighbor(int oif, const std::string&, const std::string& ip, const std::string& mac) override {
+    neighbours[{oif, ip}] = mac;
+    return {};
+  }
 
   // the kernel's reaction to carrier loss on OIF
   void lose_carrier(int oif) {

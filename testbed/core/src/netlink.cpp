@@ -214,6 +214,16 @@ std::string to_string(const MacAddr& m) {
   return fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]);
 }
 
+std::optional<MacAddr> parse_mac(const std::string& s) {
+  MacAddr m{};
+  unsigned v[6];
+  char tail = 0;
+  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
+    return std::nullopt;
+  for (size_t i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(v[i]);
+  return m;
+}
+
 Status Netlink::create_veth(const std::string& name, int index, const std::string& peer,
                             int peer_index, int peer_ns_fd, const std::string& peer_ns, bool up,
                             const MacAddr* mac, const MacAddr* peer_mac) {

@@ -22,7 +22,8 @@ AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
   c.blackhole = j.value("blackhole", std::vector<std::string>{});
   for (const auto& p : j.value("ports", nlohmann::json::array()))
     c.ports.push_back({p.value("ifname", ""), p.value("peer", ""), p.value("match", std::vector<std::string>{}),
-                       p.value("gw4", ""), p.value("gw6", ""), p.value("sessions", std::vector<std::string>{})});
+                       p.value("gw4", ""), p.value("gw6", ""), p.value("peer_mac", ""),
+                       p.value("sessions", std::vector<std::string>{})});
   for (const auto& s : j.value("static", nlohmann::json::array()))
     c.statics.push_back({s.value("dst", ""), s.value("ifname", ""), s.value("gateway", "")});
   c.bfd_socket = j.value("bfd_socket", "");
@@ -74,6 +75,13 @@ Status NetlinkFib::add_static(const AgentStatic& s, int oif) {
   if (!r) return r.error();
   r.value().replace = true;
   return nl_.add_route(r.value());
+}
+
+Status NetlinkFib::add_neighbor(int oif, const std::string& ifname, const std::string& ip, const std::string& mac) {
+  auto a = parse_ip(ip);
+  auto m = parse_mac(mac);
+  if (!a || !m) return os_error(EINVAL, fmt::format("neighbour on {}: '{}' at '{}' is not an address and a MAC", ifname, ip, mac));
+  return nl_.add_neighbor(oif, *a, *m, ifname);
 }
 
 Status NetlinkFib::add_blackhole(const std::string& prefix) {
@@ -359,6 +367,13 @@ std::vector<std::string> FibAgent::link_changed(const std::string& ifname, bool 
       return cfg_.ports[i].sessions;
     } else {
       log::info("{}: {} has carrier again; restoring its next hops", cfg_.node, ifname);
+      // a port taken down (not one that only lost carrier) lost its
+      // permanent neighbours: without them the peer is found by ARP and
+      // ND, whose entries count against the kernel-wide limit
+      if (!cfg_.ports[i].peer_mac.empty())
+        for (const auto& gw : {cfg_.ports[i].gw4, cfg_.ports[i].gw6})
+          if (!gw.empty())
+            if (auto st = k_.add_neighbor(oif_[i], ifname, gw, cfg_.ports[i].peer_mac); !st) note(st.error());
       for (const auto& s : cfg_.statics)
         if (s.ifname == ifname)
           if (auto st = k_.add_static(s, oif_[i]); !st) note(st.error());

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "lanes/core/neighbors.hpp"
+
 namespace lanes::testbed {
 namespace {
 
@@ -207,7 +209,8 @@ nlohmann::json render_agent_config(const Topology& t, int node) {
   j["blackhole"] = blackhole;
   // every port: which BGP next hops it stands for, and the gateway per family
   nlohmann::json ports = nlohmann::json::array(), statics = nlohmann::json::array();
-  for (const auto& l : t.links) {
+  for (size_t k = 0; k < t.links.size(); ++k) {
+    const Link& l = t.links[k];
     if (l.a.node != node && l.b.node != node) continue;
     const Endpoint& me = l.a.node == node ? l.a : l.b;
     const Endpoint& peer = l.a.node == node ? l.b : l.a;
@@ -232,6 +235,7 @@ nlohmann::json render_agent_config(const Topology& t, int node) {
                      {"match", match},
                      {"gw4", peer.addr4.addr.to_string()},
                      {"gw6", peer.addr6.addr.to_string()},
+                     {"peer_mac", to_string(link_mac(k, l.a.node == node ? 1 : 0))},
                      {"sessions", sessions}});
   }
   j["ports"] = ports;

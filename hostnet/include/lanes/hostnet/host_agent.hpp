@@ -27,6 +27,7 @@ struct HostAgentConfig {
     std::string ifname, jnic, eth;  // the NIC, its host-side container link, the container's side
     int numa = 0;
     std::string gw4, gw6, job4, job6, host_side4, host_side6, cont_side4, cont_side6;
+    std::string gw_mac;  // the switch port's MAC: the NIC's permanent neighbour for gw4 and gw6
     uint32_t table = 0;  // the NIC's own routing table (0: none)
     bool operator==(const Nic&) const = default;
   };
@@ -61,8 +62,13 @@ class HostAgent {
   // NIC's links and, in the bpf modes, loads and attaches the datapath.
   static testbed::Result<std::unique_ptr<HostAgent>> open(HostAgentConfig cfg);
 
-  // NIC IFNAME's carrier is UP (from the link monitor); other links are ignored.
-  void link_changed(const std::string& ifname, bool up);
+  // A link of the host's namespace changed (from the link monitor): a
+  // NIC's carrier takes it in or out of use; a container link's host side
+  // (jnic<k>) that comes back up gets what its going down flushed.
+  void link_changed(const testbed::LinkEvent& e);
+  // A link of the container's namespace changed: an eth<k> that comes back
+  // up likewise.
+  void container_link_changed(const testbed::LinkEvent& e);
   // lanes-bfdd's verdicts: a NIC whose path failed is out of use as if it
   // had lost carrier, until BFD is up on it again. NICs not named keep
   // the verdict they had.
@@ -82,12 +88,20 @@ class HostAgent {
     bool carrier = true, bfd_ok = true;
     bool veth = true;                  // the container link has neighbours (netkit is L3)
     testbed::MacAddr eth_mac{};        // the container side's MAC
+    testbed::MacAddr jnic_mac{};       // the host side's
+    // the container link's two ends as last seen (admin up and running):
+    // a return that this agent did not make is healed (heal)
+    bool jnic_ok = true, eth_ok = true;
+    bool eth_flushed = false;  // the container side was taken down: its own routes went with it
   };
   HostAgent(HostAgentConfig cfg, testbed::Netlink host, testbed::Netlink container)
       : cfg_(std::move(cfg)), hnl_(std::move(host)), cnl_(std::move(container)) {}
   void apply(Nic& s, bool up);
   void update(Nic& s);
   void restore_routes(const Nic& s, bool job);
+  void heal(Nic& s, const char* why);
+  void restore_container_route(const Nic& s);
+  void container_link_seen(Nic& s, bool jnic_side, const testbed::LinkEvent& e);
   void set_egress_groups();
   void report_balance();
   std::vector<uint32_t> egress_members(uint32_t base) const;

@@ -24,6 +24,8 @@ namespace lanes::testbed {
 // An Ethernet address.
 using MacAddr = std::array<uint8_t, 6>;
 std::string to_string(const MacAddr& m);
+// "aa:bb:cc:dd:ee:ff" (what to_string writes), or nothing
+std::optional<MacAddr> parse_mac(const std::string& s);
 
 // The error category of libnl's NLE_* codes.
 const std::error_category& libnl_category();

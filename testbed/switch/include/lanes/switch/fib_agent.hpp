@@ -27,6 +27,7 @@ struct AgentPort {
   std::string peer;                 // node name on the other side
   std::vector<std::string> match;   // BGP next hops this port stands for
   std::string gw4, gw6;
+  std::string peer_mac;  // the other end's MAC: the port's permanent neighbour for gw4 and gw6
   // gobgpd neighbors whose sessions ride this port (the hosts' injectors):
   // reset the moment it loses carrier, as switches do for directly
   // connected eBGP peers ("fast external fallover"), so the session is
@@ -71,6 +72,8 @@ class KernelFib {
   virtual Status delete_route(const std::string& prefix) = 0;
   virtual Status add_static(const AgentStatic& s, int oif) = 0;      // create or replace
   virtual Status add_blackhole(const std::string& prefix) = 0;       // create or replace
+  // the permanent neighbour IP -> MAC on port OIF (create or replace)
+  virtual Status add_neighbor(int oif, const std::string& ifname, const std::string& ip, const std::string& mac) = 0;
 };
 
 class NetlinkFib : public KernelFib {
@@ -88,6 +91,7 @@ class NetlinkFib : public KernelFib {
   Status delete_route(const std::string& prefix) override;
   Status add_static(const AgentStatic& s, int oif) override;
   Status add_blackhole(const std::string& prefix) override;
+  Status add_neighbor(int oif, const std::string& ifname, const std::string& ip, const std::string& mac) override;
 
  private:
   Netlink nl_;
