@@ -20,6 +20,7 @@
 #include "lanes/core/features.hpp"
 #include "lanes/core/impair.hpp"
 #include "lanes/core/interrupt.hpp"
+#include "lanes/core/limits.hpp"
 #include "lanes/core/live_run.hpp"
 #include "lanes/core/log.hpp"
 #include "lanes/core/neighbors.hpp"
@@ -77,6 +78,10 @@ class PhaseRun final : public StepContext {
     tb::RunRegistry reg;
     double busy = settle_cpu();
     say(fmt::format("phase {}: bringing up {}{}", ph_.name, topo_.name, describe_overrides()));
+    // BFD's default interval, fitted to this machine where the file leaves it
+    uint64_t cpus = tb::read_machine_limits().cpus;
+    if (auto note = tb::adapt_bfd_default(topo_, cpus); !note.empty()) say(fmt::format("phase {}: {}", ph_.name, note));
+    for (const auto& w : tb::bfd_warnings(topo_, cpus)) say(fmt::format("phase {}: warning: {}", ph_.name, w));
     tb::LiveRunOptions lo{"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir};
     lo.held = true;  // a run of lanes run is dead once lanes run is (until --keep leaves it up)
     lo.roles = opt_.roles;
@@ -96,6 +101,7 @@ class PhaseRun final : public StepContext {
     pr_.config = job_config();
     pr_.config["topology"] = topo_.name;
     pr_.config["tcp_congestion"] = sc_.tcp_congestion;
+    pr_.config["bfd_interval_ms"] = tb::bfd_load(topo_).min_interval_ms;  // 0: BFD off
     pr_.config["overrides"] = ph_.overrides;
     pr_.config["cpu_busy_before"] = busy;
     t0_ = Clock::now();
@@ -721,7 +727,7 @@ class PhaseRun final : public StepContext {
   const RunOptions& opt_;
   ScenarioResult& result_;
   PhaseResult& pr_;
-  const tb::Topology& topo_;
+  tb::Topology topo_;  // the phase's, with the BFD interval lanes chose where the file left it
   std::ofstream* steps_;
   std::string dir_;
   std::optional<tb::LiveRun> live_;

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -364,6 +366,53 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   CHECK(here.netdev_max_backlog > 0);
   CHECK(here.gc_thresh3 > 0);
   CHECK(here.to_json().contains("netdev_max_backlog"));
+}
+
+TEST_CASE("BFD's default interval fits the machine; an interval a file gives is kept, and one it cannot carry is named",
+          "[unit]") {
+  // a fabric as a user writes it: 12 racks of 48 mixed 2- and 4-NIC hosts, no bfd-interval
+  std::string fabric = "<topology name=\"u\"><spine name=\"sp\" asn=\"65000\"/>";
+  for (int r = 1; r <= 12; ++r)
+    fabric += fmt::format(R"(<rack name="q{0}"><host name="q{0}a" count="24" nics="4"><job/></host>)"
+                          R"(<host name="q{0}b" count="24" nics="2"><job/></host></rack><link a="sp" b="q{0}-tor"/>)",
+                          r);
+  fabric += "</topology>";
+  auto t = load_topology_text(fabric, "u.xml");
+  auto at100 = bfd_load(t);
+  CHECK(at100.sessions == 1728);
+  CHECK(at100.packets_per_s == Approx(34560));  // both ends, 10 a second each
+  CHECK(at100.cpus > 3);
+  CHECK_FALSE(bfd_warnings(t, 2).empty());  // as loaded, before lanes chose
+  std::string note = adapt_bfd_default(t, 2);
+  CHECK(note.find("BFD every 1000 ms, not the default 100 ms: 1728 sessions on 12 racks") != std::string::npos);
+  for (const auto& r : t.racks) CHECK(r.sw.bfd_interval_ms == 1000);
+  CHECK(bfd_load(t).cpus <= bfd_budget(2));
+  CHECK(bfd_warnings(t, 2).empty());
+  // a machine with more CPUs carries a shorter interval; 16 of them the default
+  auto t8 = load_topology_text(fabric, "u.xml");
+  adapt_bfd_default(t8, 8);
+  CHECK(t8.racks[0].sw.bfd_interval_ms == 200);
+  auto t32 = load_topology_text(fabric, "u.xml");
+  CHECK(adapt_bfd_default(t32, 32).empty());
+  CHECK(t32.racks[0].sw.bfd_interval_ms == 100);
+  // a small topology keeps the default
+  auto laptop = load_topology(lanes::test::topology("laptop.xml"));
+  CHECK(adapt_bfd_default(laptop, 2).empty());
+  CHECK(laptop.racks[0].sw.bfd_interval_ms == 100);
+  // an interval the file gives is the file's: kept, and warned about when it costs too much
+  std::string given = fabric;
+  for (size_t at = 0; (at = given.find("<rack name=", at)) != std::string::npos; at += 10)
+    given.insert(given.find('>', at), " bfd-interval=\"100\"");
+  auto g = load_topology_text(given, "u.xml");
+  CHECK(adapt_bfd_default(g, 2).empty());
+  CHECK(g.racks[0].sw.bfd_interval_ms == 100);
+  auto w = bfd_warnings(g, 2);
+  REQUIRE(w.size() == 1);
+  CHECK(w[0].find("BFD on 1728 sessions at 100 ms sends 34560 packets a second") != std::string::npos);
+  // BFD off is nothing to carry
+  auto rack = load_topology(lanes::test::topology("rack-64.xml"));  // bfd-interval="0"
+  CHECK(bfd_load(rack).sessions == 0);
+  CHECK(adapt_bfd_default(rack, 2).empty());
 }
 
 TEST_CASE("a node's sysctls: every namespace the base, forwarders multipath and forwarding too", "[unit]") {

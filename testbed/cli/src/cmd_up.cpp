@@ -50,8 +50,12 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
     wait = d;
   }
   Topology topo = load_topology(file);  // bad input: exit 2, nothing created
-  for (const auto& w : footprint_warnings(estimate_footprint(topo), read_machine_limits()))
+  const MachineLimits limits = read_machine_limits();
+  for (const auto& w : footprint_warnings(estimate_footprint(topo), limits))
     err << "lanes up: warning: " << file << ": on this machine " << w << "\n";
+  // BFD's interval where the file leaves it: the default, or what this machine carries
+  if (auto note = adapt_bfd_default(topo, limits.cpus); !note.empty()) err << "lanes up: " << file << ": " << note << "\n";
+  for (const auto& w : bfd_warnings(topo, limits.cpus)) err << "lanes up: warning: " << file << ": " << w << "\n";
   RunRegistry reg;
   if (vm.count("run-id") && !RunRegistry::valid_id(run_id))
     throw UsageError(fmt::format("--run-id '{}': use 1-8 characters of a-z and 0-9", run_id));

@@ -47,8 +47,11 @@ int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::
       }
       Topology t = load_topology(f);
       out << f << ": ok, " << summary_of(t) << "\n";
-      for (const auto& w : footprint_warnings(estimate_footprint(t), read_machine_limits()))
+      const MachineLimits limits = read_machine_limits();
+      for (const auto& w : footprint_warnings(estimate_footprint(t), limits))
         err << f << ": warning: on this machine " << w << "\n";
+      if (auto note = adapt_bfd_default(t, limits.cpus); !note.empty()) out << f << ": " << note << "\n";
+      for (const auto& w : bfd_warnings(t, limits.cpus)) err << f << ": warning: " << w << "\n";
     } catch (const InputError& e) {
       err << e.what() << "\n";
       rc = kExitBadInput;

@@ -78,6 +78,11 @@ Footprint estimate_footprint(const Topology& topo) {
   }
   for (const auto& [node, s] : sessions) f.max_sessions = std::max(f.max_sessions, s);
   f.processes = 2 * f.job_hosts + 2 * f.switches + 1;  // + the supervisor
+  // and a lanes-bfdd on each job host and rack switch of a rack with BFD on
+  for (const auto& n : topo.nodes) {
+    bool bfd_rack = n.rack >= 0 && topo.racks.at(static_cast<size_t>(n.rack)).sw.bfd_interval_ms > 0;
+    if (bfd_rack && ((n.kind == NodeKind::host && n.job) || n.kind == NodeKind::rack_switch)) ++f.processes;
+  }
   f.threads = 2 * f.job_hosts + f.switches * (kGobgpThreads + kFibAgentThreads) + 1;
   f.memory = f.job_hosts * (kHostAgentRss + kInjectorRss) + f.switches * (kGobgpdRss + kFibAgentRss);
   return f;
@@ -107,6 +112,92 @@ std::vector<std::string> footprint_warnings(const Footprint& f, const MachineLim
   if (m.cpus > 0 && f.processes > 400 * m.cpus)
     out.push_back(fmt::format("it runs {} daemons on {} CPUs: expect slow convergence (about {} per CPU)",
                               f.processes, m.cpus, f.processes / m.cpus));
+  return out;
+}
+
+namespace {
+
+// the sessions of each rack with BFD on
+std::vector<uint64_t> sessions_per_rack(const Topology& topo) {
+  std::vector<uint64_t> n(topo.racks.size(), 0);
+  for (const auto& l : topo.links) {
+    if (l.kind != LinkKind::host_nic) continue;
+    const auto& host = topo.nodes.at(static_cast<size_t>(l.b.node));
+    if (!host.job || host.rack < 0) continue;
+    ++n.at(static_cast<size_t>(host.rack));
+  }
+  return n;
+}
+
+double packets(uint64_t sessions, uint32_t interval_ms) {
+  return interval_ms == 0 ? 0.0 : 2.0 * static_cast<double>(sessions) * 1000.0 / interval_ms;
+}
+
+}  // namespace
+
+BfdLoad bfd_load(const Topology& topo) {
+  BfdLoad b;
+  auto per_rack = sessions_per_rack(topo);
+  for (size_t r = 0; r < topo.racks.size(); ++r) {
+    uint32_t iv = topo.racks[r].sw.bfd_interval_ms;
+    if (iv == 0 || per_rack[r] == 0) continue;
+    b.sessions += per_rack[r];
+    b.packets_per_s += packets(per_rack[r], iv);
+    b.min_interval_ms = b.min_interval_ms == 0 ? iv : std::min(b.min_interval_ms, iv);
+    b.max_interval_ms = std::max(b.max_interval_ms, iv);
+  }
+  b.cpus = b.packets_per_s * kBfdCpuPerPacket;
+  return b;
+}
+
+double bfd_budget(uint64_t cpus) { return kBfdCpuShare * static_cast<double>(std::max<uint64_t>(cpus, 1)); }
+
+std::string adapt_bfd_default(Topology& topo, uint64_t cpus) {
+  auto per_rack = sessions_per_rack(topo);
+  // what the racks that give an interval cost, and how many sessions the others have
+  double given = 0;
+  uint64_t left = 0;
+  size_t racks_left = 0;
+  for (size_t r = 0; r < topo.racks.size(); ++r) {
+    const auto& sw = topo.racks[r].sw;
+    if (sw.bfd_interval_given) given += packets(per_rack[r], sw.bfd_interval_ms);
+    else if (per_rack[r] > 0) left += per_rack[r], ++racks_left;
+  }
+  if (left == 0) return "";
+  double budget = bfd_budget(cpus), room = std::max(0.0, budget / kBfdCpuPerPacket - given);
+  uint32_t chosen = kBfdIntervals[std::size(kBfdIntervals) - 1];
+  for (uint32_t iv : kBfdIntervals)
+    if (packets(left, iv) <= room) {
+      chosen = iv;
+      break;
+    }
+  if (chosen == kBfdIntervals[0]) return "";
+  for (auto& rack : topo.racks)
+    if (!rack.sw.bfd_interval_given) rack.sw.bfd_interval_ms = chosen;
+  const uint32_t mult = topo.racks.empty() ? 3 : topo.racks.front().sw.bfd_multiplier;
+  return fmt::format(
+      "BFD every {} ms, not the default 100 ms: {} sessions on {} rack{} without bfd-interval= would send {:.0f} "
+      "packets a second at 100 ms, about {:.1f} CPUs of this machine's {} (BFD's share is {:.0f}%, {:.1f} CPUs); at "
+      "{} ms {:.0f} packets a second, {:.2f} CPUs, failures found in {} ms (x {}). Give bfd-interval= on <rack> to "
+      "choose",
+      chosen, left, racks_left, racks_left == 1 ? "" : "s", packets(left, 100), packets(left, 100) * kBfdCpuPerPacket,
+      cpus, 100 * kBfdCpuShare, budget, chosen, packets(left, chosen), packets(left, chosen) * kBfdCpuPerPacket,
+      chosen * mult, mult);
+}
+
+std::vector<std::string> bfd_warnings(const Topology& topo, uint64_t cpus) {
+  std::vector<std::string> out;
+  BfdLoad b = bfd_load(topo);
+  double budget = bfd_budget(cpus);
+  if (b.sessions == 0 || b.cpus <= budget) return out;
+  std::string intervals = b.min_interval_ms == b.max_interval_ms
+                              ? fmt::format("{} ms", b.min_interval_ms)
+                              : fmt::format("{}-{} ms", b.min_interval_ms, b.max_interval_ms);
+  out.push_back(fmt::format(
+      "BFD on {} sessions at {} sends {:.0f} packets a second, about {:.1f} CPUs of this machine's {} (more than "
+      "BFD's {:.1f}): expect sessions to flap and paths to be taken out of use, daemons to miss their start, and BGP "
+      "not to converge. A longer bfd-interval= on <rack>, or none (lanes then picks one that fits), or 0 (BFD off)",
+      b.sessions, intervals, b.packets_per_s, b.cpus, cpus, budget));
   return out;
 }
 

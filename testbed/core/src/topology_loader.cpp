@@ -343,7 +343,10 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   if (get_int(n, "unbalanced-timer", 0, 3600, v)) rack.sw.unbalanced_timer_s = static_cast<uint32_t>(v);
   if (get_int(n, "max-prefixes", 1, 100000, v)) rack.sw.max_prefixes = static_cast<uint32_t>(v);
   if (get_int(n, "hold-time", 3, 65535, v)) rack.sw.hold_time_s = static_cast<uint32_t>(v);
-  if (get_int(n, "bfd-interval", 0, 60000, v)) rack.sw.bfd_interval_ms = static_cast<uint32_t>(v);
+  if (get_int(n, "bfd-interval", 0, 60000, v)) {
+    rack.sw.bfd_interval_ms = static_cast<uint32_t>(v);
+    rack.sw.bfd_interval_given = true;
+  }
   if (get_int(n, "bfd-multiplier", 1, 255, v)) rack.sw.bfd_multiplier = static_cast<uint32_t>(v);
   bool b4 = get_net(n, "block4", parse_net4, benchmark_range4(), rack.block4);
   bool b6 = get_net(n, "block6", parse_net6, benchmark_range6(), rack.block6);

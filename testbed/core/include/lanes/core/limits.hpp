@@ -48,4 +48,37 @@ Footprint estimate_footprint(const Topology& topo);
 // One line per limit the footprint comes near (80%) or passes.
 std::vector<std::string> footprint_warnings(const Footprint& f, const MachineLimits& m);
 
+// What BFD costs. Every job-host NIC link of a rack with BFD on is one
+// session, and both its ends send at the interval once it is up. Measured
+// here (rack-64 at 100 ms: 256 sessions, 5120 packets a second): the
+// bfdd processes used 0.47 CPU, about 90 us a packet sent and received.
+// At that price 1700 sessions at 100 ms (34 000 packets a second) need
+// more than two cores, and a fabric of them never converges.
+inline constexpr double kBfdCpuPerPacket = 90e-6;  // CPU-seconds per packet
+// BFD may take this share of the machine's CPUs when lanes chooses its interval
+inline constexpr double kBfdCpuShare = 0.3;
+// The intervals lanes chooses from, shortest first (the default first)
+inline constexpr uint32_t kBfdIntervals[] = {100, 200, 300, 500, 1000, 2000, 5000};
+
+struct BfdLoad {
+  uint64_t sessions = 0;      // job-host NIC links with BFD on
+  double packets_per_s = 0;   // both ends, once up
+  double cpus = 0;            // what that costs at kBfdCpuPerPacket
+  uint32_t min_interval_ms = 0, max_interval_ms = 0;  // over the racks with BFD on (0: none)
+};
+BfdLoad bfd_load(const Topology& topo);
+// The budget: kBfdCpuShare of CPUS, in CPUs.
+double bfd_budget(uint64_t cpus);
+
+// Where a rack leaves bfd-interval to lanes, the interval is the default
+// 100 ms, or, when the racks that leave it would cost more than the
+// budget at 100 ms, the shortest of kBfdIntervals that fits it (at least
+// the longest lanes offers), the same on every such rack. Racks that give
+// bfd-interval keep it. Returns what was chosen and why, in a sentence, or
+// "" when every such rack keeps 100 ms (or there is none).
+std::string adapt_bfd_default(Topology& topo, uint64_t cpus);
+// Said when the intervals the topology gives cost more than the budget:
+// the packet rate, what it costs, and what to do.
+std::vector<std::string> bfd_warnings(const Topology& topo, uint64_t cpus);
+
 }  // namespace lanes::testbed

@@ -116,6 +116,9 @@ struct SwitchParams {
   // multiplier (the detection time is their product); 0 = no BFD
   uint32_t bfd_interval_ms = 100;
   uint32_t bfd_multiplier = 3;
+  // bfd-interval= was written (in the topology or a scenario's override):
+  // without it the interval is lanes' to choose (adapt_bfd_default)
+  bool bfd_interval_given = false;
 };
 
 struct Rack {
