@@ -135,6 +135,30 @@ TEST_CASE("lanes up exec status and down work together and a run id is never reu
   CHECK(run_command(lanes + " down " + id).status == 2);
 }
 
+TEST_CASE("lanes up --wait bounds the daemons' start too: it gives up saying how far they got, and leaves nothing",
+          "[root]") {
+  require_root();
+  OwnStateDir state("up-wait");
+  RunRegistry reg(state.path);
+  std::string id = reg.new_id();
+  // no run's daemons are ready within a millisecond of the start (a gobgpd
+  // alone takes longer to answer); before, --wait began counting only once
+  // every daemon was up, however long that took
+  auto up = run_command(state.env() + lanes_bin() + " up " + topology("laptop.xml") + " --run-id " + id + " --wait 1ms");
+  CHECK(up.status == 1);
+  CHECK(up.out.find("lanes up: gave up after --wait 1ms while starting the daemons: the wait ran out while the "
+                    "daemons were starting (") != std::string::npos);
+  INFO(up.out);
+  CHECK((up.out.find("daemons ready") != std::string::npos || up.out.find("none started yet") != std::string::npos));
+  // the words of an errno are not the reason given
+  CHECK(up.out.find("Connection timed out") == std::string::npos);
+  CHECK(up.out.find("Input/output error") == std::string::npos);
+  CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
+  CHECK_FALSE(reg.exists(id));
+  std::error_code ec;
+  std::filesystem::remove_all("/tmp/lanes-failed-" + id, ec);
+}
+
 TEST_CASE("lanes features agrees with what iproute2 can create in a scratch namespace", "[root]") {
   require_root();
   auto r = run_command(lanes_bin() + " features --json");

@@ -30,7 +30,8 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
   desc.add_options()("file", po::value(&file)->required(), "topology file")(
       "run-id", po::value(&run_id), "run id (1-8 of a-z, 0-9); default: a fresh random one")(
       "wait", po::value<std::string>()->implicit_value("120s")->value_name("TIMEOUT"),
-      "wait until BGP has converged (read from the switches' kernels), at most TIMEOUT (default 120s)")(
+      "wait until BGP has converged (read from the switches' kernels), at most TIMEOUT in all, the daemons' start "
+      "included (default 120s)")(
       "json", "print the result as JSON");
   po::positional_options_description pos;
   pos.add("file", 1);
@@ -39,8 +40,10 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
              "Builds the topology (a network namespace per node, a veth pair per link, addresses,\n"
              "TBF line rates) and leaves it running. 'lanes down RUN' removes it.\n"
              "With --wait it returns once BGP has converged: every job's task IP (IPv4 and IPv6)\n"
-             "has one next hop per NIC at its rack switch and every switch routes to every rack;\n"
-             "if that does not happen in time the run stays up and lanes exits 1."))
+             "has one next hop per NIC at its rack switch and every switch routes to every rack.\n"
+             "TIMEOUT bounds the whole of it, from the start: if the daemons are still starting\n"
+             "when it runs out, the run is removed and lanes exits 1 saying how far they got; if\n"
+             "BGP has not converged by then, the run stays up and lanes exits 1."))
     return kExitOk;
   std::optional<std::chrono::milliseconds> wait;
   if (vm.count("wait")) {
@@ -67,14 +70,20 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
     return kExitBadInput;
   }
   install_interrupt_handlers();  // ^C while building: roll back, then exit
+  const auto t_start = std::chrono::steady_clock::now();
   LiveRunOptions lo;
+  if (wait) lo.give_up = t_start + *wait;
   lo.run_id = run_id;
   lo.topology_xml = read_file(file);
   lo.topology_file = std::filesystem::absolute(file).string();
   lo.roles = cli.roles;
   auto run = LiveRun::start(topo, reg, lo);
   if (!run) {
-    err << "lanes up: " << run.error().what() << "\n";
+    if (wait && std::chrono::steady_clock::now() >= t_start + *wait)
+      err << fmt::format("lanes up: gave up after --wait {} while starting the daemons: ", vm["wait"].as<std::string>());
+    else
+      err << "lanes up: ";
+    err << run.error().what() << "\n";
     return kExitFailure;
   }
   log::add_file_sink(run.value().dir() + "/lanes.log");
@@ -87,7 +96,7 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
     for (;;) {
       conv = check_convergence(topo, [&](int node) -> Netlink& { return run.value().tb().netlink(node); });
       converge_took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-      if (conv->done() || converge_took >= *wait || interrupted()) break;
+      if (conv->done() || std::chrono::steady_clock::now() - t_start >= *wait || interrupted()) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
@@ -127,10 +136,11 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
                          fmt_ms(converge_took), conv->task_ips, conv->aggregates);
   }
   if (conv && !conv->done()) {
-    err << fmt::format("lanes up: BGP had not converged after {}: {} of {} task IPs full, {} of {} rack routes; "
-                       "first missing: {} (the run stays up: lanes down {})\n",
-                       fmt_ms(converge_took), conv->task_ips_full, conv->task_ips, conv->aggregates_present,
-                       conv->aggregates, conv->first_missing, run_id);
+    err << fmt::format("lanes up: gave up after --wait {} with BGP not converged ({} of it after the daemons were up): "
+                       "{} of {} task IPs full, {} of {} rack routes; first missing: {} (the run stays up: lanes "
+                       "status {} shows its sessions and BFD; lanes down {})\n",
+                       vm["wait"].as<std::string>(), fmt_ms(converge_took), conv->task_ips_full, conv->task_ips,
+                       conv->aggregates_present, conv->aggregates, conv->first_missing, run_id, run_id);
     return kExitFailure;
   }
   return kExitOk;

@@ -79,8 +79,16 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
       std::filesystem::remove_all(keep, ec);
       std::filesystem::rename(reg.dir(id) + "/logs", keep, ec);
       (void)reg.remove_dir(id);
-      std::string msg = why.what();
-      if (!ec) msg += " (logs kept in " + keep + ")";
+      // the logs' new place in the message, in place of the old one; the
+      // reason (the code's words) is appended once, as before
+      std::string msg = why.what(), reason = ": " + why.code().message();
+      if (msg.size() > reason.size() && msg.compare(msg.size() - reason.size(), reason.size(), reason) == 0)
+        msg.resize(msg.size() - reason.size());
+      if (!ec) {
+        for (size_t at; (at = msg.find(reg.dir(id) + "/logs")) != std::string::npos;)
+          msg.replace(at, reg.dir(id).size() + 5, keep);
+        msg += " (logs kept in " + keep + ")";
+      }
       return std::system_error(why.code(), msg);
     };
     DeployContext ctx{*impl->tb, reg, id, {}, bin_dir, {}};
@@ -99,7 +107,8 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
     log::debug("run {}: roles deployed in {:.0f} ms", id, since());
     if (auto st = write_daemon_requests(reg, id, ctx.daemons); !st) return rollback(st.error());
     log::debug("run {}: daemon requests written in {:.0f} ms", id, since());
-    auto sup = start_supervisor(reg, id, opt.daemons_timeout, opt.bin_dir.empty() ? "" : bin_dir + "/lanes");
+    auto sup =
+        start_supervisor(reg, id, opt.daemons_timeout, opt.bin_dir.empty() ? "" : bin_dir + "/lanes", opt.give_up);
     if (!sup) return rollback(sup.error());
     log::debug("run {}: the supervisor had every daemon ready in {:.0f} ms", id, since());
     state.daemons.push_back(sup.value());

@@ -97,15 +97,15 @@ class Supervisor {
     // findable from the start: the pid is on record before anything runs
     write_json_atomic(supervisor_state_path(reg_, id_), sup_);
     if (stopping()) return 0;
-    if (auto st = prepare(); !st) return fail(st.error().what());
+    if (auto st = prepare(); !st) return fail(st.error());
     // wave by wave: each starts once every daemon before it is ready
     std::vector<int> waves;
     for (const auto& m : managed_) waves.push_back(m.req.wave);
     std::sort(waves.begin(), waves.end());
     waves.erase(std::unique(waves.begin(), waves.end()), waves.end());
     for (int w : waves) {
-      if (auto st = start_wave(w); !st) return fail(st.error().what());
-      if (auto st = await_wave(w); !st) return fail(st.error().what());
+      if (auto st = start_wave(w); !st) return fail(st.error());
+      if (auto st = await_wave(w); !st) return fail(st.error());
     }
     sup_["ready"] = true;
     publish();
@@ -191,7 +191,7 @@ class Supervisor {
         if (auto st = none_exited(wave); !st) return st;
         if (stopping()) return os_error(ECANCELED, "stopped before the daemons were ready");
         if (Clock::now() > deadline)
-          return os_error(ETIMEDOUT, fmt::format("{} was not ready within 20 s; see {}", m.spec.name, m.spec.log_path));
+          return os_error(ETIMEDOUT, not_ready(m));
         loop_.run_once(std::chrono::milliseconds(20));  // a stop signal is read meanwhile
       }
       ++ready_;
@@ -210,6 +210,23 @@ class Supervisor {
     }
     progress(true);
     return {};
+  }
+
+  // Why M was not ready in time, as far as lanes can tell: how far the
+  // start got, how busy the machine is, and the daemon's last words.
+  std::string not_ready(const Managed& m) const {
+    double load = 0;
+    std::ifstream("/proc/loadavg") >> load;
+    long cpus = std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN));
+    std::string cause = load > 2.0 * static_cast<double>(cpus)
+                            ? fmt::format("the machine is overloaded (load average {:.1f} on {} CPUs): too many "
+                                          "daemons, or BFD sending more than it carries (lanes validate names both)",
+                                          load, cpus)
+                            : fmt::format("load average {:.1f} on {} CPUs", load, cpus);
+    std::string tail = log::tail_of(m.spec.log_path, 3, "    ");
+    return fmt::format("{} was not ready within 20 s of the daemon before it ({} of {} daemons ready; {}){}; see {}",
+                       m.spec.name, ready_, managed_.size(), cause,
+                       tail.empty() ? "" : "; its log's last lines:\n" + tail + "\n ", m.spec.log_path);
   }
 
   // Fails if a daemon of WAVE or an earlier one has exited (one that is
@@ -305,9 +322,16 @@ class Supervisor {
     }
   }
 
-  int fail(const std::string& why) {
+  // the message, and the code apart: start_supervisor makes the error
+  // again for its caller, with no errno's words appended twice
+  int fail(const std::system_error& e) {
+    std::string why = e.what(), reason = ": " + e.code().message();
+    if (e.code().category() == std::generic_category() && why.size() > reason.size() &&
+        why.compare(why.size() - reason.size(), reason.size(), reason) == 0)
+      why.resize(why.size() - reason.size());
     log::error("supervisor: {}", why);
     sup_["error"] = why;
+    sup_["errno"] = e.code().value();
     publish();
     std::vector<Daemon*> all;
     for (auto& m : managed_) all.push_back(&m.daemon);
@@ -375,8 +399,37 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
   return Supervisor(reg, run_id, owner).run();
 }
 
+namespace {
+
+// the run's start failed: what() is the whole message
+class StartCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "lanes start"; }
+  std::string message(int) const override { return "the run did not start"; }
+};
+
+}  // namespace
+
+std::system_error start_error(int code, const std::string& what) {
+  static const StartCategory category;
+  return std::system_error(std::error_code(code, category), what);
+}
+
+namespace {
+
+// "812 of 1152 daemons ready, 1152 started" from the supervisor's progress
+std::string progress_words(const std::string& progress) {
+  auto p = nlohmann::json::parse(progress, nullptr, false);
+  if (!p.is_object()) return "none started yet";
+  return fmt::format("{} of {} daemons ready, {} started", p.value("ready", 0), p.value("daemons", 0),
+                     p.value("started", 0));
+}
+
+}  // namespace
+
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
-                                      std::chrono::seconds timeout, const std::string& lanes_bin) {
+                                      std::chrono::seconds timeout, const std::string& lanes_bin,
+                                      std::optional<std::chrono::steady_clock::time_point> give_up) {
   // the run's log directory is core's: a run of hosts alone has one too
   std::error_code ec;
   std::filesystem::create_directories(reg.layout(run_id).logs(), ec);
@@ -401,7 +454,7 @@ Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string&
         if (j.value("ready", false)) break;
         if (j.contains("error")) {
           daemon.wait();
-          return os_error(EIO, j["error"].get<std::string>());
+          return start_error(j.value("errno", EIO), j["error"].get<std::string>());
         }
         if (auto p = j.value("progress", nlohmann::json()).dump(); p != last_progress) {
           last_progress = p;
@@ -415,8 +468,13 @@ Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string&
                                        daemon.exit_status().value_or(-1), log_path, log::tail_of(log_path, 5, "  ")));
     if (Clock::now() > deadline) {
       (void)daemon.stop();
-      return os_error(ETIMEDOUT, fmt::format("the run's daemons made no progress for {} s; see {}", timeout.count(),
-                                             log_path));
+      return start_error(ETIMEDOUT, fmt::format("the run's daemons made no progress for {} s ({}); see {}",
+                                                timeout.count(), progress_words(last_progress), log_path));
+    }
+    if (give_up && Clock::now() > *give_up) {
+      (void)daemon.stop();
+      return start_error(ETIMEDOUT, fmt::format("the wait ran out while the daemons were starting ({}); see {}",
+                                                progress_words(last_progress), log_path));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -26,6 +26,8 @@ struct LiveRunOptions {
   std::string topology_file; // as the user named it (for status)
   std::string bin_dir;       // lanes' executables; "" = beside this program
   std::chrono::seconds daemons_timeout{30};
+  // the start gives up here, whatever progress its daemons make (lanes up --wait)
+  std::optional<std::chrono::steady_clock::time_point> give_up;
   // the run lives only as long as this process (lanes run): if it dies, the
   // run is dead and its supervisor stops; keep() lets it live on its own
   bool held = false;

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -46,7 +47,15 @@ int run_supervisor(const RunRegistry& reg, const std::string& run_id, const Supe
 // log is. TIMEOUT bounds a supervisor that makes no progress.
 // LANES_BIN is the lanes executable that runs `lanes supervise` (default:
 // the one beside the running program).
+// GIVE_UP (when set) bounds the whole start, progress or not (lanes up
+// --wait): past it the supervisor is stopped and the error says how far
+// the daemons got.
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
-                                      std::chrono::seconds timeout, const std::string& lanes_bin = "");
+                                      std::chrono::seconds timeout, const std::string& lanes_bin = "",
+                                      std::optional<std::chrono::steady_clock::time_point> give_up = std::nullopt);
+// An error of the run's start whose message says it all (what was waited
+// for, how long, the likely cause): its text ends there, with no errno's
+// words after it.
+std::system_error start_error(int code, const std::string& what);
 
 }  // namespace lanes::testbed
