@@ -6,6 +6,7 @@
 #include "fake_fib.hpp"
 #include "lanes/core/topology_loader.hpp"
 #include "lanes/core/rejoin.hpp"
+#include "lanes/core/neighbors.hpp"
 #include "lanes/switch/fib_agent.hpp"
 #include "lanes/switch/switch_config.hpp"
 #include "support.hpp"
@@ -66,8 +67,12 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(apa["ports"][2]["sessions"].empty());
   std::string cfg = render_gobgp_config(ap, ap.find_node("r-tor"));
   CHECK(cfg.find("[neighbors.add-paths.config]\n    receive = true") != std::string::npos);
-  CHECK(cfg.find("max-prefixes = 2") != std::string::npos);
+  // each of the host's 4 NICs' paths counts: 2 prefixes a session, 4 paths each
+  CHECK(cfg.find("max-prefixes = 8") != std::string::npos);
+  CHECK(cfg.find("max-prefixes = 2") == std::string::npos);
   CHECK(apa["resilient"]["buckets"] == 32);
+  // the peer's MAC on every port, for its permanent neighbours after a flap
+  CHECK(apa["ports"][0]["peer_mac"] == to_string(link_mac(0, 1)));
   CHECK(apa["resilient"]["unbalanced_timer_s"] == 3);
   CHECK(AgentConfig::from_json(apa).resilient.unbalanced_timer_s == 3);
   CHECK(four_nic_config().resilient.unbalanced_timer_s == 1);  // the default

@@ -178,13 +178,19 @@ std::string render_gobgp_config(const Topology& t, int node) {
     // the FIB agent remakes a host's peer instead of resetting it)
     s += fmt::format("    hold-time = {}\n    keepalive-interval = {}\n    connect-retry = 1\n", hold,
                      std::max<uint32_t>(1, hold / 3));
+    uint32_t limit = nb.host && rack ? rack->sw.max_prefixes : 0;
     if (nb.host) {
       s += "  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 3\n";
       const Node& host = t.nodes[nb.host_node];
-      if (host.job && host.job->vip == VipMode::add_path)
+      if (host.job && host.job->vip == VipMode::add_path) {
         s += "  [neighbors.add-paths.config]\n    receive = true\n";
+        // gobgpd counts paths against the limit, and an ADD-PATH session
+        // carries each prefix once per NIC (8 NICs on the default 4:
+        // "prefix limit reached", the session torn down, no next hop)
+        limit *= static_cast<uint32_t>(std::max<size_t>(1, host.nics.size()));
+      }
     }
-    afi_safis(s, nb.host && rack ? rack->sw.max_prefixes : 0);
+    afi_safis(s, limit);
   }
   return s;
 }
