@@ -185,7 +185,8 @@ TEST_CASE("bad topologies are reported as file:line: message", "[unit]") {
       {"link to nowhere", "<topology>\n<spine name='s'/>\n<link a='s' b='zz'/>\n</topology>", 3, "b=\"zz\": no such node"},
       {"overlapping rack blocks",
        "<topology>\n<rack name='a' block4='198.19.0.0/22'><host name='h'/></rack>\n"
-       "<rack name='b' block4='198.19.0.0/23'><host name='g'/></rack>\n</topology>", 3,
+       "<rack name='b' block4='198.19.0.0/23'><host name='g'/></rack>\n"
+       "<spine name='s'/><link a='s' b='a-tor'/><link a='s' b='b-tor'/>\n</topology>", 3,
        "overlaps rack 'a'"},
       {"empty rack", "<topology>\n<rack name='r'/>\n</topology>", 2, "rack 'r' has no <host>"},
       {"rack with only a server", "<topology>\n<rack name='r'>\n<server name='s'/>\n</rack>\n</topology>", 2,
@@ -198,6 +199,9 @@ TEST_CASE("bad topologies are reported as file:line: message", "[unit]") {
        "<topology>\n<spine name='s'/>\n<rack name='a'>\n<host name='h'/>\n</rack>\n<rack name='b'>\n<host name='g'/>\n"
        "</rack>\n<link a='s' b='a-tor'/>\n</topology>",
        6, "rack switch 'b-tor' has no <link> to a spine"},
+      {"racks with no way to each other",
+       "<topology>\n<rack name='a'>\n<host name='h'/>\n</rack>\n<rack name='b'>\n<host name='g'/>\n</rack>\n</topology>",
+       5, "rack 'b' has no path to rack 'a': with several racks, add a <spine>"},
       {"attribute given twice", "<topology>\n<rack name='r'>\n<host name='h' name='g'/>\n</rack>\n</topology>", 3,
        "attribute 'name' is given twice"},
       {"two root elements", "<topology>\n<rack name='r'><host name='h'/></rack>\n</topology>\n<topology/>", 4,

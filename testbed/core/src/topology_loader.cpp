@@ -612,6 +612,31 @@ void Loader::load_links(const pugi::xml_node& root) {
       problems_.push_back(fmt::format("{}:{}: rack switch '{}' has no <link> to a spine: its rack would be cut off",
                                       file_, nd.loc.line, nd.name));
   }
+  // racks with no way to each other: no rack's routes could reach another,
+  // and a run of it never converges (converge waits for every switch to
+  // reach every rack)
+  if (topo_.racks.size() > 1 && problems_.empty()) {
+    std::vector<std::vector<int>> adj(topo_.nodes.size());
+    for (const auto& l : topo_.links)
+      if (l.kind == LinkKind::fabric) adj[static_cast<size_t>(l.a.node)].push_back(l.b.node), adj[static_cast<size_t>(l.b.node)].push_back(l.a.node);
+    std::vector<bool> reached(topo_.nodes.size(), false);
+    std::vector<int> todo = {topo_.racks.front().switch_node};
+    reached[static_cast<size_t>(todo.front())] = true;
+    while (!todo.empty()) {
+      int n = todo.back();
+      todo.pop_back();
+      for (int m : adj[static_cast<size_t>(n)])
+        if (!reached[static_cast<size_t>(m)]) reached[static_cast<size_t>(m)] = true, todo.push_back(m);
+    }
+    for (const auto& r : topo_.racks) {
+      if (reached[static_cast<size_t>(r.switch_node)]) continue;
+      const Node& sw = topo_.nodes[static_cast<size_t>(r.switch_node)];
+      problems_.push_back(fmt::format(
+          "{}:{}: rack '{}' has no path to rack '{}': {}", file_, sw.loc.line, r.name, topo_.racks.front().name,
+          spines ? "its switch's links reach no spine the other rack reaches"
+                 : "with several racks, add a <spine> and a <link a=\"SPINE\" b=\"RACK-tor\"/> to each rack switch"));
+    }
+  }
   for (auto [server, target] : server_attach_) {
     Link link;
     link.kind = LinkKind::server;
