@@ -87,7 +87,8 @@ std::map<std::string, ValidatorFn>& validators() {
 
 const std::vector<Command> kBuiltins = {
     {"validate", "FILE...", "check topology, scenario and suite files (nothing is built)", cmd_validate},
-    {"up", "FILE [--run-id ID] [--json]", "build a topology and leave it running", cmd_up},
+    {"up", "FILE [--run-id ID] [--wait [T]] [--json]",
+     "build a topology and leave it running; --wait: until BGP converged, T in all", cmd_up},
     {"status", "[RUN [NODE...]] [--full] [--json]", "list runs, or show one run's nodes and interfaces", cmd_status},
     {"exec", "RUN NODE -- CMD...", "run a command inside a node's namespace", cmd_exec},
     {"down", "[RUN | --all]", "take a run down and remove everything it made", cmd_down},
