@@ -252,8 +252,7 @@ TEST_CASE("a NIC going down gets no new flows and its flows move without a reset
 TEST_CASE("netkit job containers carry every egress mode where the kernel has netkit", "[root]") {
   lanes::test::require_root();
   if (!probe_kernel_features().netkit) {
-    std::fprintf(stderr, "not run: this kernel has no netkit (lanes uses veth here)\n");
-    std::exit(lanes::test::kNotRun);
+    lanes::test::not_run("this kernel has no netkit (lanes uses veth here)");
   }
   Env env;
   auto link = env.run.tb().netlink(env.run.node("bpf")).link("jnic0");

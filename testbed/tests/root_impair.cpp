@@ -284,8 +284,7 @@ Status shape_and_delay(const std::string& ns) {
 TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing gives the TBF its queue back", "[root]") {
   lanes::test::require_root();
   if (!probe_kernel_features().netem) {
-    std::fprintf(stderr, "not run: this kernel has no netem (CONFIG_NET_SCH_NETEM); the refusal test runs instead\n");
-    std::exit(lanes::test::kNotRun);
+    lanes::test::not_run("this kernel has no netem (CONFIG_NET_SCH_NETEM); the refusal test runs instead");
   }
   VethPair p;
   REQUIRE(shape_and_delay(p.a).ok());
@@ -339,8 +338,7 @@ TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing g
 TEST_CASE("netem: on a kernel without it a delay is refused by name and nothing changes", "[root]") {
   lanes::test::require_root();
   if (probe_kernel_features().netem) {
-    std::fprintf(stderr, "not run: this kernel has netem (the delay test runs instead)\n");
-    std::exit(lanes::test::kNotRun);
+    lanes::test::not_run("this kernel has netem (the delay test runs instead)");
   }
   VethPair p;
   auto said = shape_and_delay(p.a);

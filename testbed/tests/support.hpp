@@ -16,15 +16,22 @@
 namespace lanes::test {
 
 // Exit code CTest reports as "not run" (SKIP_RETURN_CODE): Catch2 2.x has no
-// SKIP, and a privileged test must never pass where it did not run.
+// SKIP, and a privileged test must never pass where it did not run. Only
+// not_run() exits with it: the tests' main (test_main.cpp) exits 1 on any
+// failure, never with Catch2's count of failed assertions, so 77 failures
+// cannot read as "not run".
 inline constexpr int kNotRun = 77;
+
+// Ends the test process as "not run", saying why on a line of its own.
+[[noreturn]] inline void not_run(const char* why) {
+  std::fprintf(stderr, "NOT RUN: %s\n", why);
+  std::fflush(stderr);
+  std::exit(kNotRun);
+}
 
 // Ends the test process as "not run" unless it runs as root.
 inline void require_root() {
-  if (::geteuid() != 0) {
-    std::fprintf(stderr, "not run: this test needs root (network namespaces)\n");
-    std::exit(kNotRun);
-  }
+  if (::geteuid() != 0) not_run("this test needs root (network namespaces)");
 }
 
 // Polls PRED until it holds or TIMEOUT passes (lanes::testbed::eventually
