@@ -142,6 +142,7 @@ int run_job(const std::string& dir, int ranks, int steps, int kill_after) {
 }  // namespace
 
 TEST_CASE("a training job killed mid-run resumes from the latest checkpoint every rank saved, every byte checked", "[root]") {
+  lanes::test::require_root();  // without it: not run, never failed
   lanes::test::OwnStateDir dir("training");
   std::filesystem::create_directories(dir.path);
   const int ranks = 3, steps = 8;
