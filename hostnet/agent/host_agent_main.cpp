@@ -40,34 +40,34 @@ int main(int argc, char** argv) {
     lg::error("{}", st.error().what());
     return 1;
   }
+  // the host's links, and the container's: whatever takes one down and
+  // up, its path must come back
   Fd self_ns(::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC));
-  auto mon = LinkMonitor::open_in(self_ns.get(), cfg.host);
-  if (!mon) {
-    lg::error("{}", mon.error().what());
-    return 1;
-  }
-  (void)loop.watch(mon.value().fd(), EPOLLIN, [&](uint32_t) {
-    if (auto events = mon.value().read_events())
-      for (const auto& e : events.value())
-        if (!e.deleted) agent.value()->link_changed(e);
-  });
-  // the container's links too: whatever takes one down and up there, its
-  // path must come back
   auto cns = Netns::open(cfg.container_netns);
   if (!cns) {
     lg::error("{}", cns.error().what());
     return 1;
   }
-  auto cmon = LinkMonitor::open_in(cns.value().fd(), cfg.container_netns);
-  if (!cmon) {
-    lg::error("{}", cmon.error().what());
+  std::vector<LinkMonitor> monitors;
+  auto watch = [&](int ns_fd, const std::string& ns, void (HostAgent::*changed)(const LinkEvent&)) {
+    auto mon = LinkMonitor::open_in(ns_fd, ns);
+    if (!mon) {
+      lg::error("{}", mon.error().what());
+      return false;
+    }
+    monitors.push_back(std::move(mon).value());
+    LinkMonitor* m = &monitors.back();
+    (void)loop.watch(m->fd(), EPOLLIN, [&agent, m, changed](uint32_t) {
+      if (auto events = m->read_events())
+        for (const auto& e : events.value())
+          if (!e.deleted) (agent.value().get()->*changed)(e);
+    });
+    return true;
+  };
+  monitors.reserve(2);  // the watchers hold pointers into it
+  if (!watch(self_ns.get(), cfg.host, &HostAgent::link_changed) ||
+      !watch(cns.value().fd(), cfg.container_netns, &HostAgent::container_link_changed))
     return 1;
-  }
-  (void)loop.watch(cmon.value().fd(), EPOLLIN, [&](uint32_t) {
-    if (auto events = cmon.value().read_events())
-      for (const auto& e : events.value())
-        if (!e.deleted) agent.value()->container_link_changed(e);
-  });
   std::optional<lanes::bfd::VerdictFollower> bfd;
   if (!cfg.bfd_socket.empty())
     bfd.emplace(loop, cfg.bfd_socket, [&](const lanes::bfd::Verdicts& v) { agent.value()->bfd_changed(v); });

@@ -81,9 +81,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
       (void)reg.remove_dir(id);
       // the logs' new place in the message, in place of the old one; the
       // reason (the code's words) is appended once, as before
-      std::string msg = why.what(), reason = ": " + why.code().message();
-      if (msg.size() > reason.size() && msg.compare(msg.size() - reason.size(), reason.size(), reason) == 0)
-        msg.resize(msg.size() - reason.size());
+      std::string msg = message_of(why);
       if (!ec) {
         for (size_t at; (at = msg.find(reg.dir(id) + "/logs")) != std::string::npos;)
           msg.replace(at, reg.dir(id).size() + 5, keep);

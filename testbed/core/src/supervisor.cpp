@@ -325,10 +325,7 @@ class Supervisor {
   // the message, and the code apart: start_supervisor makes the error
   // again for its caller, with no errno's words appended twice
   int fail(const std::system_error& e) {
-    std::string why = e.what(), reason = ": " + e.code().message();
-    if (e.code().category() == std::generic_category() && why.size() > reason.size() &&
-        why.compare(why.size() - reason.size(), reason.size(), reason) == 0)
-      why.resize(why.size() - reason.size());
+    std::string why = message_of(e);
     log::error("supervisor: {}", why);
     sup_["error"] = why;
     sup_["errno"] = e.code().value();

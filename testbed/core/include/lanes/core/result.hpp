@@ -65,13 +65,19 @@ inline std::system_error os_error(int err, const std::string& what) {
 }
 inline std::system_error errno_error(const std::string& what) { return os_error(errno, what); }
 
-// E with CONTEXT in front of its message ("CONTEXT: what: reason"), its
-// error code (and category: libnl's stay libnl's) kept.
-inline std::system_error in_context(const std::string& context, const std::system_error& e) {
+// E's message without the words of its code that system_error appends
+// (": Connection timed out"): what to wrap, or to keep apart from its code.
+inline std::string message_of(const std::system_error& e) {
   std::string what = e.what(), reason = ": " + e.code().message();
   if (what.size() >= reason.size() && what.compare(what.size() - reason.size(), reason.size(), reason) == 0)
     what.resize(what.size() - reason.size());
-  return std::system_error(e.code(), context + ": " + what);
+  return what;
+}
+
+// E with CONTEXT in front of its message ("CONTEXT: what: reason"), its
+// error code (and category: libnl's stay libnl's) kept.
+inline std::system_error in_context(const std::string& context, const std::system_error& e) {
+  return std::system_error(e.code(), context + ": " + message_of(e));
 }
 
 }  // namespace lanes::testbed
