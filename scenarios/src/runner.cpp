@@ -23,7 +23,6 @@
 #include "lanes/core/limits.hpp"
 #include "lanes/core/live_run.hpp"
 #include "lanes/core/log.hpp"
-#include "lanes/core/neighbors.hpp"
 #include "lanes/core/process.hpp"
 #include "lanes/core/supervisor.hpp"
 #include "lanes/core/wait.hpp"
@@ -303,19 +302,9 @@ class PhaseRun final : public StepContext {
         ts.emplace_back([&, i] {
           const auto& link = nic_link(hosts[i], nic);
           auto& nl = live_->tb().netlink(at[i].first);
-          if (auto s = nl.set_link_up(at[i].second, up, link.b.ifname); !s) {
-            errors[i] = s.error().what();
-            return;
-          }
-          if (!up) return;
-          // taking a device down flushed its permanent neighbours (a carrier
-          // loss keeps them): put back the switch port's, or the NIC's first
-          // packets wait for ARP and ND (one lost request is a second)
-          // and the entries count against the kernel-wide neighbour limit
-          size_t k = static_cast<size_t>(N(hosts[i]).nics.at(static_cast<size_t>(nic)).link);
-          for (const auto& ip : {tb::IpAddr(link.a.addr4.addr), tb::IpAddr(link.a.addr6.addr)})
-            if (auto s = nl.add_neighbor(at[i].second, ip, tb::link_mac(k, 0), link.b.ifname); !s)
-              errors[i] = s.error().what();
+          // taking the NIC down flushed its permanent neighbours; the host
+          // agent puts them back with the NIC, whoever took it down
+          if (auto s = nl.set_link_up(at[i].second, up, link.b.ifname); !s) errors[i] = s.error().what();
         });
       for (auto& t : ts) t.join();
     }
