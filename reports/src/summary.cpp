@@ -37,6 +37,15 @@ void terminal_summary(const RunResult& r, const std::string& dir, std::ostream& 
                      none_ran ? "NOT RUN" : r.passed() ? "PASSED" : "FAILED", r.scenarios.size(),
                      skipped ? fmt::format(" ({} not run here)", skipped) : "", r.assertions_total() - r.assertions_failed(),
                      r.assertions_total(), r.duration_s);
+  // and once more, each on a line, after the verdict: a log that keeps
+  // only its last lines (CI's) still says what failed
+  for (const auto& s : r.scenarios) {
+    for (const auto& a : s.assertions)
+      if (!a.passed)
+        out << fmt::format("  ✗ {}: {}{}: {} (expected {})\n", s.name, a.name,
+                           a.phase.empty() ? "" : " [" + a.phase + "]", a.measured, a.expected);
+    if (!s.error.empty() && s.not_run.empty()) out << fmt::format("  ✗ {}: could not run\n", s.name);
+  }
   if (!dir.empty()) out << "report: " << dir << "/report.html (results.json, junit.xml beside it)\n";
 }
 
