@@ -33,12 +33,20 @@ using lanes::test::run_command;
 
 namespace {
 
+// The kernel's BPF programs, by id. A bpftool that cannot run or answers
+// what is not its list fails the test: an empty set on both sides would
+// pass "no program outlives its run" without looking.
 std::set<int> bpf_prog_ids() {
   std::set<int> ids;
   auto r = run_command("bpftool prog show --json");
-  try {
-    for (const auto& p : nlohmann::json::parse(r.out)) ids.insert(p.at("id").get<int>());
-  } catch (const std::exception&) {
+  INFO("bpftool prog show --json: exit " << r.status << ": " << r.out.substr(0, 400));
+  REQUIRE(r.status == 0);
+  nlohmann::json list;
+  REQUIRE_NOTHROW(list = nlohmann::json::parse(r.out));
+  REQUIRE(list.is_array());
+  for (const auto& p : list) {
+    REQUIRE(p.contains("id"));
+    ids.insert(p.at("id").get<int>());
   }
   return ids;
 }
