@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "bgp_support.hpp"
@@ -171,14 +172,52 @@ TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root]") 
     CHECK(rc == 0);
     for (double x : s) CHECK(std::abs(x - 0.25) <= 0.05 * 0.25);
   }
-  SECTION("bpf-numa uses every NIC under load and reports its flows") {
-    int rc = -1;
-    auto s = env.shares("numa", 16, 2, &rc);
-    INFO(show(s));
-    CHECK(rc == 0);
+  SECTION("bpf-numa puts a flow on its sending CPU's node's NICs, spread over them") {
+    // a sender pinned to one CPU opens 8 connections: each first packet
+    // leaves on that CPU, so every flow must take a NIC of the CPU's node
+    // (a one-node machine is split in two: CPU 0 on node 0, the last CPU
+    // on node 1), 4 on each of the node's two NICs (the fewest active)
+    ProcessSpec sink{"sink", {env.tool(), "sink", "5302"}};
+    sink.netns_fd = env.run.tb().netns(env.run.node("storage")).fd();
+    auto sd = Daemon::start(sink);
+    REQUIRE(sd.ok());
+    lanes::test::wait_listening(sink.netns_fd, 5302);
     auto st = env.agent_state("numa");
-    CHECK(st["mode"] == "bpf-numa");
-    CHECK(!st["flows"].empty());
+    REQUIRE(st["mode"] == "bpf-numa");
+    std::map<int, int> node_of;  // NIC → node
+    for (const auto& n : st["nics"]) node_of[n["index"].get<int>()] = n["numa"].get<int>();
+    long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu : std::set<long>{0, cpus - 1}) {
+      int node = cpu == 0 ? 0 : 1;
+      INFO("sender on CPU " << cpu << " (node " << node << ")");
+      std::set<int> before_ports;
+      auto now = env.agent_state("numa");  // held: a range-for over a temporary's member reads freed memory
+      for (const auto& f : now["flows"]) before_ports.insert(f["sport"].get<int>());
+      int rc = env.in_job("numa", {"taskset", "-c", std::to_string(cpu), env.tool(), "send", "198.18.128.33", "5302", "8", "1"});
+      CHECK(rc == 0);
+      std::map<int, int> on;  // NIC → this run's data flows
+      nlohmann::json flows;
+      eventually([&] {
+        flows = env.agent_state("numa")["flows"];
+        on.clear();
+        int n = 0;
+        for (const auto& f : flows)
+          if (f["dport"] == 5302 && !before_ports.count(f["sport"].get<int>()) &&
+              f["bytes"].get<uint64_t>() > (1u << 20))
+            ++on[f["nic"].get<int>()], ++n;
+        return n >= 8;
+      });
+      INFO(flows.dump());
+      int total = 0;
+      for (auto [nic, n] : on) {
+        INFO("NIC " << nic << " on node " << node_of[nic] << ": " << n << " flows");
+        CHECK(node_of[nic] == node);
+        CHECK(n == 4);
+        total += n;
+      }
+      CHECK(on.size() == 2);
+      CHECK(total == 8);
+    }
   }
 }
 
