@@ -34,8 +34,14 @@ function(lanes_add_catch_test name)
   if(ARG_TIER STREQUAL "unit")
     set_property(GLOBAL APPEND PROPERTY LANES_UNIT_TEST_TARGETS ${name})  # the rootless tier runs them too
   endif()
+  # a test case tagged [serial] measures what load changes (a rate, a
+  # time, a share of bytes, a machine-wide snapshot): CTest runs it alone
   catch_discover_tests(${name}
-    TEST_SPEC "[${ARG_TIER}]"
+    TEST_SPEC "[${ARG_TIER}]~[serial]"
     EXTRA_ARGS --use-colour no
     PROPERTIES LABELS ${ARG_TIER} TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77)
+  catch_discover_tests(${name}
+    TEST_SPEC "[${ARG_TIER}][serial]"
+    EXTRA_ARGS --use-colour no
+    PROPERTIES LABELS ${ARG_TIER} TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 endfunction()

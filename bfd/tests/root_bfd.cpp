@@ -82,7 +82,7 @@ std::chrono::milliseconds run_until(LinkSession& x, LinkSession& y, const std::f
 
 }  // namespace
 
-TEST_CASE("BFD over a veth pair comes up, finds a silently dropping link, and comes back", "[root]") {
+TEST_CASE("BFD over a veth pair comes up, finds a silently dropping link, and comes back", "[root][serial]") {
   lanes::test::require_root();
   Pair p;
   auto a = p.open(p.a, config("va", "198.18.200.0", "198.18.200.1", 1));
@@ -101,6 +101,15 @@ TEST_CASE("BFD over a veth pair comes up, finds a silently dropping link, and co
   CHECK_FALSE(a->usable());  // a hears b say Down
   CHECK(a->session().diag() == Diag::neighbor_down);
   std::printf("BFD 100 ms x 3 on veth: path failed after %lld ms\n", static_cast<long long>(took.count()));
+  // b's detection time (3 x 100 ms) from its last packet, which came at
+  // most one interval before the drop began: between 200 and 300 ms after
+  // it, and the loop looks every millisecond. 150 ms below is not BFD's
+  // timer; the margin above is for a loaded machine (the test runs alone)
+  auto detect = std::chrono::duration_cast<std::chrono::milliseconds>(b->session().detection_time());
+  INFO("detection time " << detect.count() << " ms; failed after " << took.count() << " ms");
+  CHECK(detect == std::chrono::milliseconds(300));
+  CHECK(took >= detect / 2);
+  CHECK(took <= detect + std::chrono::milliseconds(700));
   REQUIRE(run_command("ip netns exec " + p.b + " nft delete table netdev lbfd").status == 0);
   run_until(*a, *b, [&] { return a->usable() && b->usable(); });
   CHECK(a->session().state() == State::up);

@@ -123,7 +123,7 @@ TEST_CASE("every egress mode reaches storage from the task IP and from each NIC 
   }
 }
 
-TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root]") {
+TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root][serial]") {
   lanes::test::require_root();
   Env env;
   auto show = [](const std::vector<double>& s) {
@@ -221,7 +221,7 @@ TEST_CASE("egress spreads flows over the NICs as each mode promises", "[root]") 
   }
 }
 
-TEST_CASE("a NIC going down gets no new flows and its flows move without a reset", "[root]") {
+TEST_CASE("a NIC going down gets no new flows and its flows move without a reset", "[root][serial]") {
   lanes::test::require_root();
   Env env;
   for (const char* h : {"bpf", "ecmp"}) {
@@ -288,7 +288,7 @@ TEST_CASE("a NIC going down gets no new flows and its flows move without a reset
   }
 }
 
-TEST_CASE("netkit job containers carry every egress mode where the kernel has netkit", "[root]") {
+TEST_CASE("netkit job containers carry every egress mode where the kernel has netkit", "[root][serial]") {
   lanes::test::require_root();
   if (!probe_kernel_features().netkit) {
     lanes::test::not_run("this kernel has no netkit (lanes uses veth here)");

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "root_snapshot.hpp"
 #include "support.hpp"
 
 using lanes::test::lanes_bin;
@@ -55,11 +56,13 @@ TEST_CASE("fabric-256 converges without filling the kernel's neighbour tables", 
   require_root();
   OwnStateDir state("fabric-256");
   uint64_t fulls_before = neighbour_table_fulls();
+  auto root_before = lanes::test::snapshot_root_ns();
   auto up = run_command(state.env() + lanes_bin() + " up " + topology("fabric-256.xml") + " --wait 180s --json");
   INFO(up.out);
   REQUIRE(up.out.find('{') != std::string::npos);
   auto j = nlohmann::json::parse(up.out.substr(up.out.find('{')));
   std::string id = j["run_id"];
+  lanes::test::DownAtEnd down(state.env(), id);  // the run goes, whatever is checked below
   CHECK(up.status == 0);
   CHECK(j["converged"]["done"] == true);
   CHECK(j["converged"]["task_ips_full"] == 512);  // 256 task IPs, IPv4 and IPv6, 4 next hops each
@@ -88,6 +91,13 @@ TEST_CASE("fabric-256 converges without filling the kernel's neighbour tables", 
   CHECK(inj_up == 1024);
   CHECK(neighbour_table_fulls() == fulls_before);
   CHECK(run_command(state.env() + lanes_bin() + " down " + id).status == 0);
+  // up and down of a fabric left the root namespace as it was
+  auto root_after = lanes::test::snapshot_root_ns();
+  for (const auto& [k, v] : root_before) {
+    INFO(k);
+    CHECK(root_after[k] == v);
+  }
+  CHECK(root_after.size() == root_before.size());
 }
 
 TEST_CASE("a fabric as a user writes it, with every default, converges: BFD fitted to the machine", "[root][fleet]") {
@@ -114,10 +124,7 @@ TEST_CASE("a fabric as a user writes it, with every default, converges: BFD fitt
   REQUIRE(up.out.find('{') != std::string::npos);
   auto j = nlohmann::json::parse(up.out.substr(up.out.find('{')));
   std::string id = j["run_id"];
-  struct Down {  // the run goes, whatever is checked below
-    std::string cmd;
-    ~Down() { (void)run_command(cmd); }
-  } down{state.env() + lanes_bin() + " down " + id};
+  lanes::test::DownAtEnd down(state.env(), id);  // the run goes, whatever is checked below
   CHECK(up.status == 0);
   CHECK(j["converged"]["done"] == true);
   CHECK(j["converged"]["task_ips_full"] == 1152);  // 576 task IPs, both families, a next hop per NIC

@@ -281,7 +281,7 @@ Status shape_and_delay(const std::string& ns) {
 
 }  // namespace
 
-TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing gives the TBF its queue back", "[root]") {
+TEST_CASE("netem: a 5 ms delay inside a 100 Mbit/s TBF holds both and clearing gives the TBF its queue back", "[root][serial]") {
   lanes::test::require_root();
   if (!probe_kernel_features().netem) {
     lanes::test::not_run("this kernel has no netem (CONFIG_NET_SCH_NETEM); the refusal test runs instead");

@@ -364,7 +364,7 @@ struct SwitchesDeployed {
   }
 };
 
-TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root]") {
+TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs", "[root][serial]") {
   lanes::test::require_root();
   SwitchesDeployed run;
   auto& reg = run.reg;

@@ -59,8 +59,13 @@ inline CommandResult run_command(const std::string& cmd) {
   return r;
 }
 
+inline std::string lanes_bin();
+
 // A state dir of the test's own, removed at the end: a test's `lanes clean`
 // or `lanes status` then sees only its own runs, whatever runs beside it.
+// At the end, on every path (a failed REQUIRE included), the runs still in
+// it are taken down first (`lanes clean --all` of this state dir: its
+// runs only), so one failure cannot load the machine for the tests after.
 struct OwnStateDir {
   std::string path;
   explicit OwnStateDir(const std::string& name)
@@ -70,12 +75,27 @@ struct OwnStateDir {
   }
   ~OwnStateDir() {
     std::error_code ec;
+    bool runs = false;  // a run is a directory of the state dir
+    for (const auto& e : std::filesystem::directory_iterator(path, ec)) runs = runs || e.is_directory(ec);
+    if (runs) (void)run_command(env() + lanes_bin() + " clean --all");
     std::filesystem::remove_all(path, ec);
   }
   OwnStateDir(const OwnStateDir&) = delete;
   OwnStateDir& operator=(const OwnStateDir&) = delete;
   // "LANES_STATE_DIR=<path> " to put before a command
   std::string env() const { return "LANES_STATE_DIR=" + path + " "; }
+};
+
+// `lanes down` of a run at the end of the scope, whatever was checked
+// before it (a failed REQUIRE throws past the test's own down). ENV: the
+// state dir's "LANES_STATE_DIR=... " or empty. A down that finds the run
+// gone already does nothing.
+struct DownAtEnd {
+  std::string cmd;
+  DownAtEnd(const std::string& env, const std::string& id) : cmd(env + lanes_bin() + " down " + id) {}
+  ~DownAtEnd() { (void)run_command(cmd); }
+  DownAtEnd(const DownAtEnd&) = delete;
+  DownAtEnd& operator=(const DownAtEnd&) = delete;
 };
 
 inline std::string source_dir() { return LANES_SOURCE_DIR; }
