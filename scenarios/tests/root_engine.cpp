@@ -1,5 +1,6 @@
 // root tier: the traffic engine through the whole stack, every byte verified.
 
+#include <atomic>
 #include <catch2/catch.hpp>
 
 #include "bgp_support.hpp"
@@ -57,13 +58,18 @@ TEST_CASE("traffic engine carries a restore into the task IP through a NIC failu
   std::string out = run.registry().dir(run.id()) + "/recv.json";
   auto recv = lanes::test::start_receiver(job.fd(), 5302, 16, out);
   int h1 = run.node("h1");
+  std::atomic<bool> flowing{false}, down{false};
   std::thread fault([&] {
     // mid-transfer: once storage has sent 50 MB of the restore
-    (void)lanes::test::traffic_flowing(run.tb().netlink(run.node("storage")), {"eth0"}, 50'000'000);
-    (void)run.tb().netlink(h1).set_link_up(run.tb().ifindex(h1, "nic2").value(), false, "nic2");
+    flowing = lanes::test::traffic_flowing(run.tb().netlink(run.node("storage")), {"eth0"}, 50'000'000);
+    down = run.tb().netlink(h1).set_link_up(run.tb().ifindex(h1, "nic2").value(), false, "nic2").ok();
   });
   auto s = lanes::test::send(run.tb().netns(run.node("storage")).fd(), "198.19.0.1", 5302, 16, 25'000'000);
+  bool sent_before_fault = !down;  // the transfer ended before the NIC went down: no fault in it
   fault.join();
+  CHECK(flowing);
+  CHECK(down);
+  CHECK_FALSE(sent_before_fault);
   CHECK(s["connection_errors"] == 0);
   CHECK(recv.wait() == 0);
   auto r = lanes::test::read_json(out);

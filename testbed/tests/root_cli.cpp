@@ -170,7 +170,14 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
   REQUIRE(r.status == 0);
   auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   auto can = [](const std::string& cmds) { return run_command("unshare -n sh -c '" + cmds + "'").status == 0; };
-  CHECK(j["netkit"].get<bool>() == can("ip link add nk0 type netkit"));
+  // an iproute2 older than 6.7 does not know netkit, and its failure says
+  // nothing of the kernel: then netkit is not compared, and the log says so
+  bool ip_knows_netkit = run_command("ip link help netkit").out.find("netkit") != std::string::npos;
+  bool ip_made_netkit = can("ip link add nk0 type netkit");
+  if (ip_knows_netkit || ip_made_netkit)
+    CHECK(j["netkit"].get<bool>() == ip_made_netkit);
+  else
+    WARN("not compared: this iproute2 does not know netkit (lanes says netkit=" << j["netkit"].get<bool>() << ")");
   CHECK(j["dummy"].get<bool>() == can("ip link add d0 type dummy"));
   CHECK(j["netem"].get<bool>() ==
         can("ip link add v0 type veth peer name v1 && tc qdisc add dev v0 root netem delay 1ms"));

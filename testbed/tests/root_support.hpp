@@ -2,9 +2,14 @@
 // Fixtures for root-tier tests: a run built from a topology file, owned by
 // the test and torn down however the test ends.
 
+#include <sched.h>
+
 #include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include "lanes/core/input_file.hpp"
 #include "lanes/core/live_run.hpp"
@@ -93,5 +98,28 @@ class ScopedRun {
   testbed::RunRegistry reg_;
   std::optional<testbed::LiveRun> run_;
 };
+
+// The ICMP echo requests the kernel of network namespace NS_FD has
+// received (Icmp InEchos of its /proc/net/snmp, read by a thread that
+// entered it): what reached a node's own stack, BFD and BGP not counted.
+// -1 if the namespace could not be entered or read.
+inline long icmp_in_echos(int ns_fd) {
+  long n = -1;
+  std::thread t([&] {
+    if (::setns(ns_fd, CLONE_NEWNET) != 0) return;
+    std::ifstream in("/proc/thread-self/net/snmp");
+    std::string names, values;
+    while (std::getline(in, names) && std::getline(in, values)) {
+      if (names.rfind("Icmp:", 0) != 0) continue;
+      std::istringstream a(names), b(values);
+      std::string name, value;
+      while (a >> name && b >> value)
+        if (name == "InEchos") n = std::stol(value);
+      return;
+    }
+  });
+  t.join();
+  return n;
+}
 
 }  // namespace lanes::test
