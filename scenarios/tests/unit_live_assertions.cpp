@@ -164,6 +164,35 @@ TEST_CASE("live assertion healthy-flows-kept: reads what the fault recorded", "[
   CHECK(HealthyFlowsKept().check(st, ctx).message == "the group did not drop the failed NIC");
 }
 
+TEST_CASE("live assertion impairment-loss: the configured share of each side's packets, no more, no less, no fewer packets",
+          "[unit]") {
+  Rig r("laptop.xml");
+  auto ctx = r.context();
+  auto st = r.step("impairment-loss", {{"fault", "clean"}, {"loss", "1%"}});
+  auto missing = ImpairmentLoss().check(st, ctx);
+  CHECK_FALSE(missing.passed);
+  CHECK(missing.measured.find("recorded no impairment counters") != std::string::npos);
+  // as lossy-nic measured: both sides within 4 standard deviations of 1%
+  ctx.faults["clean"] = {{"impairment",
+                          {{"rx", {{"packets", 37067}, {"lost", 331}}}, {"tx", {{"packets", 28190}, {"lost", 282}}}}}};
+  auto ok = ImpairmentLoss().check(st, ctx);
+  CHECK(ok.passed);
+  CHECK(ok.measured == "rx 331 of 37067 packets (0.89%, expected 371 ± 78); tx 282 of 28190 packets (1.00%, expected "
+                       "282 ± 68)");
+  // an impairment that dropped nothing (a no-op) fails
+  ctx.faults["clean"]["impairment"]["rx"]["lost"] = 0;
+  CHECK_FALSE(ImpairmentLoss().check(st, ctx).passed);
+  // so does 2% where 1% was set
+  ctx.faults["clean"]["impairment"]["rx"]["lost"] = 741;
+  CHECK_FALSE(ImpairmentLoss().check(st, ctx).passed);
+  // and too few packets to tell (the traffic did not cross the impaired side)
+  ctx.faults["clean"]["impairment"] = {{"tx", {{"packets", 500}, {"lost", 5}}}};
+  CHECK_FALSE(ImpairmentLoss().check(st, ctx).passed);
+  CHECK(ImpairmentLoss().check(r.step("impairment-loss", {{"fault", "clean"}, {"loss", "1%"}, {"min-packets", "100"}}),
+                               ctx)
+            .passed);
+}
+
 namespace {
 // h1's four NICs in direction DIR, 1 s samples: GBPS on each for 20 s, NIC 2
 // at 0 from 10 s on

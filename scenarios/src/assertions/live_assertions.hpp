@@ -55,6 +55,15 @@ class RateShare final : public LiveAssertion {
   reports::Assertion check(const Step& st, LiveContext& ctx) const override;
 };
 
+// the clear-impair marked fault= saw loss= of each side's packets lost
+// (within 4 standard deviations), on at least min-packets= (1000) a side
+class ImpairmentLoss final : public LiveAssertion {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  reports::Assertion check(const Step& st, LiveContext& ctx) const override;
+};
+
 // every neighbour entry of node= (or of every node and job container) was
 // put there by lanes (permanent): none was learned through ARP or ND, so
 // the run leaves the kernel-wide neighbour limit to the others

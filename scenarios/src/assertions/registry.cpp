@@ -12,8 +12,9 @@ const std::vector<const LiveAssertion*>& live_assertions() {
   static const NoTaskRoutes containment;
   static const HijackRejected hijack;
   static const NeighborsPermanent neighbors;
-  static const std::vector<const LiveAssertion*> all = {&rate,    &recovery,    &share,  &healthy,
-                                                        &members, &containment, &hijack, &neighbors};
+  static const ImpairmentLoss loss;
+  static const std::vector<const LiveAssertion*> all = {&rate,    &recovery,    &share,     &healthy, &members,
+                                                        &containment, &hijack, &neighbors, &loss};
   return all;
 }
 
