@@ -53,7 +53,7 @@ TEST_CASE("live assertions: every type is registered once and declares its attri
     CHECK(find_live_assertion(a->type()) == a);
   }
   CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "rate-recovery", "neighbors",
-                                       "rate-share", "no-task-routes", "hijack-rejected"});
+                                       "rate-share", "no-task-routes", "hijack-rejected", "impairment-loss"});
   CHECK(find_live_assertion("throughput-ratio") == nullptr);  // a post-run assertion
 }
 
@@ -335,6 +335,21 @@ TEST_CASE("live assertion rate-share: each NIC's part of the rate in a window", 
   auto down = RateShare().check(r.step("rate-share", {{"host", "h1"}, {"from", "down"}, {"to", "up"}}), ctx);
   CHECK_FALSE(down.passed);
   CHECK(down.measured.find("nic2 0.0%") != std::string::npos);
+  // even shares of what BFD and BGP send (20 kbit/s) are no workload's: no pass
+  ctx.series = [] {
+    std::vector<lanes::reports::Series> v;
+    for (int i = 0; i < 4; ++i) {
+      lanes::reports::Series s;
+      s.name = "h1 nic" + std::to_string(i) + " rx";
+      s.interval_s = 0.1;
+      s.values.assign(80, 0.000005);
+      v.push_back(s);
+    }
+    return v;
+  };
+  auto idle = RateShare().check(r.step("rate-share", {{"host", "h1"}, {"from", "start"}, {"to", "end"}}), ctx);
+  CHECK_FALSE(idle.passed);
+  CHECK(idle.message.find("under min-gbps 0.01") != std::string::npos);
 }
 
 TEST_CASE("live assertion neighbors: permanent entries pass, one learned entry fails and is named", "[unit]") {
