@@ -692,7 +692,16 @@ class PhaseRun final : public StepContext {
                     [](const std::function<bool()>& pred, milliseconds timeout, milliseconds every) {
                       return scenarios::eventually(pred, timeout, every);
                     },
-                    {}};
+                    {},
+                    [this](const std::string& host) -> json {
+                      if (!live_) return nullptr;
+                      try {
+                        std::ifstream in(hostnet::host_agent_files(live_->registry().layout(live_->id()), host).state);
+                        return json::parse(in);
+                      } catch (const std::exception&) {
+                        return nullptr;
+                      }
+                    }};
     Assertion a = plugin.check(st, ctx);
     a.line = st.line;
     a.phase = ph_.name;

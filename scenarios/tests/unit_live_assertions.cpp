@@ -24,6 +24,7 @@ struct Rig {
   tb::Topology topo;
   FakeFabric fabric;
   int polls = 0;
+  std::map<std::string, nlohmann::json> agent_state;  // host agents' published states, by host
   explicit Rig(const char* file) : topo(tb::load_topology(lanes::test::topology(file))) {}
   LiveContext context() {
     return LiveContext{topo, fabric, {{"start", 0.0}}, [] { return std::vector<lanes::reports::Series>{}; }, {},
@@ -32,7 +33,8 @@ struct Rig {
                          ++polls;
                          return pred();
                        },
-                       {}};
+                       {},
+                       [this](const std::string& host) { return agent_state.count(host) ? agent_state[host] : nlohmann::json(); }};
   }
   Step step(const char* type, std::map<std::string, std::string> attrs) {
     Step s;
@@ -53,7 +55,7 @@ TEST_CASE("live assertions: every type is registered once and declares its attri
     CHECK(find_live_assertion(a->type()) == a);
   }
   CHECK(types == std::set<std::string>{"members", "healthy-flows-kept", "rate-ratio", "rate-recovery", "neighbors",
-                                       "rate-share", "no-task-routes", "hijack-rejected", "impairment-loss"});
+                                       "rate-share", "no-task-routes", "hijack-rejected", "impairment-loss", "nic-out"});
   CHECK(find_live_assertion("throughput-ratio") == nullptr);  // a post-run assertion
 }
 
@@ -350,6 +352,37 @@ TEST_CASE("live assertion rate-share: each NIC's part of the rate in a window", 
   auto idle = RateShare().check(r.step("rate-share", {{"host", "h1"}, {"from", "start"}, {"to", "end"}}), ctx);
   CHECK_FALSE(idle.passed);
   CHECK(idle.message.find("under min-gbps 0.01") != std::string::npos);
+}
+
+TEST_CASE("live assertion nic-out: the NIC's share falls to nothing and, in the bpf modes, its flows moved", "[unit]") {
+  Rig r("laptop.xml");
+  auto ctx = r.context();
+  ctx.series = rejoin_series;  // NIC 2 at 0 from 2 s to 4 s, the others at 4/3
+  ctx.marks = {{"start", 0.0}, {"down", 2.0}, {"up", 4.0}};
+  auto st = r.step("nic-out", {{"host", "h1"}, {"nic", "2"}, {"direction", "rx"}, {"from", "down"}, {"to", "up"}});
+  auto no_state = NicOut().check(st, ctx);  // no host agent (egress ecmp): the rates decide
+  CHECK(no_state.passed);
+  CHECK(no_state.measured == "nic2 0.00% of 4.000 Gbit/s");
+  // the datapath moved its flows: none active on it
+  // (the job's BGP session over it stays: it is bound to the NIC's address)
+  nlohmann::json bgp = {{"nic", 2}, {"closed", false}, {"sport", 40000}, {"dport", 179}};
+  nlohmann::json closed = {{"nic", 2}, {"closed", true}, {"sport", 40001}, {"dport", 5201}};
+  r.agent_state["h1"] = {{"nics", {{{"index", 2}, {"bpf", {{"moved", 8}}}}}}, {"flows", {bgp, closed}}};
+  auto moved = NicOut().check(st, ctx);
+  CHECK(moved.passed);
+  CHECK(moved.measured == "nic2 0.00% of 4.000 Gbit/s; datapath: 8 flows moved off it, 0 still active on it");
+  // the same rates from flows that stalled on the NIC: no pass
+  nlohmann::json stuck = {{"nic", 2}, {"closed", false}, {"sport", 40002}, {"dport", 5201}};
+  r.agent_state["h1"] = {{"nics", {{{"index", 2}, {"bpf", {{"moved", 0}}}}}}, {"flows", {bgp, stuck}}};
+  auto stalled = NicOut().check(st, ctx);
+  CHECK_FALSE(stalled.passed);
+  CHECK(stalled.message == "the datapath moved no flow off the NIC: what was on it stalled");
+  // and a NIC still carrying its quarter fails on its share
+  r.agent_state.clear();
+  CHECK_FALSE(NicOut().check(r.step("nic-out", {{"host", "h1"}, {"nic", "2"}, {"direction", "rx"}, {"from", "start"},
+                                                {"to", "down"}}),
+                             ctx)
+                  .passed);
 }
 
 TEST_CASE("live assertion neighbors: permanent entries pass, one learned entry fails and is named", "[unit]") {

@@ -64,6 +64,16 @@ class ImpairmentLoss final : public LiveAssertion {
   reports::Assertion check(const Step& st, LiveContext& ctx) const override;
 };
 
+// host='s nic= carried at most max-share= (2) percent of its rate between
+// from= and to=; in the bpf modes, its flows moved (none active on it, at
+// least one moved off it)
+class NicOut final : public LiveAssertion {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  reports::Assertion check(const Step& st, LiveContext& ctx) const override;
+};
+
 // every neighbour entry of node= (or of every node and job container) was
 // put there by lanes (permanent): none was learned through ARP or ND, so
 // the run leaves the kernel-wide neighbour limit to the others

@@ -13,8 +13,9 @@ const std::vector<const LiveAssertion*>& live_assertions() {
   static const HijackRejected hijack;
   static const NeighborsPermanent neighbors;
   static const ImpairmentLoss loss;
+  static const NicOut out;
   static const std::vector<const LiveAssertion*> all = {&rate,    &recovery,    &share,     &healthy, &members,
-                                                        &containment, &hijack, &neighbors, &loss};
+                                                        &containment, &hijack, &neighbors, &loss, &out};
   return all;
 }
 

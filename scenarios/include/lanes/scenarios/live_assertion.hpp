@@ -32,6 +32,9 @@ struct LiveContext {
                      std::chrono::milliseconds every)>
       eventually;
   std::map<std::string, double> figures;  // named figures the assertion adds to the results
+  // HOST's host agent state as it published it last (its NICs' datapath
+  // counters in the bpf modes); null if there is none
+  std::function<nlohmann::json(const std::string& host)> host_agent_state;
 };
 
 class LiveAssertion {
