@@ -527,6 +527,17 @@ TEST_CASE("blackout and latency assertions", "[unit]") {
   CHECK_FALSE(evaluate(assertion("blackout", {{"workload", "probe"}, {"max", "2s"}}), r, "drop").passed);
   CHECK(evaluate(assertion("latency", {{"workload", "ingest"}, {"p99-max", "100ms"}}), r, "drop").passed);
   CHECK_FALSE(evaluate(assertion("latency", {{"workload", "ingest"}, {"p99-max", "50ms"}}), r, "drop").passed);
+  // the p99's trend: a queue that grows (811 ms/s, read-latency on one NIC) against a flat one
+  r.phases[0].workloads[1].figures["p99_slope_ms_per_s"] = 811.1;
+  CHECK(evaluate(assertion("latency", {{"workload", "ingest"}, {"slope-min", "400"}}), r, "drop").passed);
+  CHECK_FALSE(evaluate(assertion("latency", {{"workload", "ingest"}, {"slope-max", "25"}}), r, "drop").passed);
+  r.phases[0].workloads[1].figures["p99_slope_ms_per_s"] = -1.8;
+  auto flat = evaluate(assertion("latency", {{"workload", "ingest"}, {"slope-min", "-25"}, {"slope-max", "25"}}), r, "drop");
+  CHECK(flat.passed);
+  CHECK(flat.expected == "p99 slope ≥ -25 ms/s, p99 slope ≤ 25 ms/s");
+  CHECK_FALSE(evaluate(assertion("latency", {{"workload", "ingest"}, {"slope-min", "400"}}), r, "drop").passed);
+  // an assertion that names no bound is no pass
+  CHECK_FALSE(evaluate(assertion("latency", {{"workload", "ingest"}}), r, "drop").passed);
 }
 
 TEST_CASE("window means of a sampled series", "[unit]") {
