@@ -29,6 +29,7 @@ using lanes::test::OwnStateDir;
 using lanes::test::require_root;
 using lanes::test::run_command;
 using lanes::test::topology;
+using lanes::test::source_dir;
 using lanes::test::snapshot_root_ns;
 
 namespace {
@@ -162,6 +163,24 @@ TEST_CASE("lanes up --wait bounds the daemons' start too: it gives up saying how
   CHECK_FALSE(reg.exists(id));
   std::error_code ec;
   std::filesystem::remove_all("/tmp/lanes-failed-" + id, ec);
+}
+
+TEST_CASE("lanes run --deadline stops a scenario as Ctrl-C does: failed by name, results written, nothing left",
+          "[root]") {
+  require_root();
+  OwnStateDir state("deadline");
+  std::string out = state.path + "/out";
+  auto r = run_command(state.env() + lanes_bin() + " run " + source_dir() + "/scenarios/lossy-nic.xml --out " + out +
+                       " --deadline 6s --run-id dl");
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(r.out.find("the deadline (6s) passed; everything it built is torn down") != std::string::npos);
+  CHECK(r.out.find("stopped at lanes run --deadline 6s") != std::string::npos);
+  auto results = nlohmann::json::parse(std::ifstream(out + "/results.json"));
+  CHECK(results["scenarios"][0]["passed"] == false);
+  CHECK(results["scenarios"][0]["error"].get<std::string>().find("--deadline 6s") != std::string::npos);
+  CHECK(list_netns(RunRegistry::netns_prefix("dl1")).empty());
+  CHECK_FALSE(RunRegistry(state.path).exists("dl1"));
 }
 
 TEST_CASE("lanes features agrees with what iproute2 can create in a scratch namespace", "[root]") {

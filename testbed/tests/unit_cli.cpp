@@ -8,6 +8,7 @@
 using lanes::test::lanes_bin;
 using lanes::test::run_command;
 using lanes::test::topology;
+using lanes::test::source_dir;
 
 TEST_CASE("lanes validate exits 0 for good files and 2 with file:line for bad ones", "[unit]") {
   auto ok = run_command(lanes_bin() + " validate " + topology("laptop.xml") + " " + topology("rack-64.xml"));
@@ -50,6 +51,12 @@ TEST_CASE("command line errors exit 2 and --help exits 0 on every command", "[un
   CHECK(run_command(lanes_bin() + " graph " + topology("laptop.xml") + " --format png").status == 2);
   CHECK(run_command(lanes_bin() + " exec r1 h1").status == 2);
   CHECK(run_command(lanes_bin() + " --log-level loud status").status == 2);
+  for (const char* d : {"soon", "0s", "-5s"}) {
+    INFO("--deadline " << d);
+    auto r = run_command(lanes_bin() + " run " + source_dir() + "/scenarios/lossy-nic.xml --deadline " + d);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("--deadline") != std::string::npos);
+  }
   for (const char* c : {"validate", "up", "status", "exec", "down", "clean", "graph", "features"}) {
     INFO(c);
     auto r = run_command(lanes_bin() + " " + c + " --help");

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "lanes/cli/cli.hpp"
 #include "lanes/core/features.hpp"
@@ -49,7 +50,7 @@ std::string gobgpd_version() {
 int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::vector<std::string> files;
-  std::string out_dir, seed_text = "1", run_id_prefix;
+  std::string out_dir, seed_text = "1", run_id_prefix, deadline_text;
   desc.add_options()("file", po::value(&files)->required()->multitoken(),
                      "scenario or suite files, or names of shipped scenarios (lanes scenarios)")(
       "out", po::value(&out_dir), "where results.json, junit.xml and report.html go (default: ./lanes-results/<time>)")(
@@ -57,12 +58,16 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
       "run-id", po::value(&run_id_prefix),
       "PREFIX: name the phases' runs PREFIX1, PREFIX2, ... (1-7 of a-z, 0-9; default: random ids)")(
       "keep", "leave the last phase's topology up afterwards (lanes down RUN removes it)")(
+      "deadline", po::value(&deadline_text),
+      "DURATION (e.g. 14m): stop at it as at Ctrl-C (everything torn down, results written), the scenario "
+      "running then failed with the deadline named; exit 1")(
       "quiet,q", "no progress lines; only the summary");
   po::positional_options_description pos;
   pos.add("file", -1);
   po::variables_map vm;
   if (!tb::parse_command_line(
-          args, "run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured", desc,
+          args, "run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep] [--deadline T]",
+          "run scenarios and report what they measured", desc,
           pos, vm, out,
           "Each phase of a scenario brings its topology up, runs its steps (workloads, faults, waits,\n"
           "assertions) and takes it down again; then the scenario's assertions are evaluated. Every\n"
@@ -82,6 +87,13 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
       throw bad();
     }
   }
+  std::optional<std::chrono::milliseconds> deadline;
+  if (vm.count("deadline")) {
+    std::chrono::milliseconds d{};
+    if (!tb::parse_duration(deadline_text, d) || d.count() <= 0)
+      throw tb::UsageError(fmt::format("--deadline '{}': give a duration such as 14m or 600s", deadline_text));
+    deadline = d;
+  }
   if (vm.count("run-id") && (run_id_prefix.size() > 7 || !tb::RunRegistry::valid_id(run_id_prefix)))
     throw tb::UsageError(fmt::format("--run-id '{}': a prefix is 1-7 characters of a-z and 0-9", run_id_prefix));
   std::vector<Scenario> all;
@@ -98,6 +110,7 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
     return tb::kExitBadInput;
   }
   tb::install_interrupt_handlers();
+  if (deadline) tb::interrupt_at(std::chrono::steady_clock::now() + *deadline);
   reports::RunResult result;
   result.lanes_version = tb::kVersion;
   utsname u{};
@@ -125,15 +138,27 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
     result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     reports::write_all(result, out_dir);  // after each scenario: a partial report survives a crash
   }
-  if (tb::interrupted()) {
+  // the deadline stopped something: a scenario it interrupted, or those it never began
+  bool out_of_time = tb::deadline_passed() &&
+                     (result.scenarios.size() != all.size() ||
+                      (!result.scenarios.empty() && result.scenarios.back().error.find("interrupted") != std::string::npos));
+  if (out_of_time) {
+    // the scenario the deadline stopped failed, saying so
+    if (!result.scenarios.empty() && result.scenarios.back().error.find("interrupted") != std::string::npos)
+      result.scenarios.back().error =
+          fmt::format("stopped at lanes run --deadline {} ({})", deadline_text, result.scenarios.back().error);
+    err << fmt::format("lanes run: the deadline ({}) passed; everything it built is torn down; {} of {} scenarios "
+                       "ran\n",
+                       deadline_text, result.scenarios.size(), all.size());
+  } else if (tb::interrupted()) {
     err << "lanes run: interrupted; everything it built is torn down\n";
   }
   reports::write_all(result, out_dir);
   reports::terminal_summary(result, out_dir, out);
   if (!kept.empty())
     out << "run " << kept << " is still up (lanes status " << kept << "; lanes down " << kept << ")\n";
-  if (tb::interrupted()) return 130;
-  if (result.scenarios.size() != all.size()) return tb::kExitFailure;
+  if (tb::interrupted() && !out_of_time) return 130;
+  if (result.scenarios.size() != all.size() || out_of_time) return tb::kExitFailure;
   bool failed = std::any_of(result.scenarios.begin(), result.scenarios.end(),
                             [](const reports::ScenarioResult& s) { return s.not_run.empty() && !s.passed; });
   if (failed) return tb::kExitFailure;

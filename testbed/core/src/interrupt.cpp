@@ -7,6 +7,8 @@
 namespace lanes::testbed {
 namespace {
 std::atomic<bool> g_interrupted{false};
+// steady_clock ticks; 0: none
+std::atomic<std::chrono::steady_clock::rep> g_deadline{0};
 extern "C" void on_signal(int) { g_interrupted.store(true); }
 }  // namespace
 
@@ -19,6 +21,13 @@ void install_interrupt_handlers() {
   ::sigaction(SIGHUP, &sa, nullptr);
 }
 
-bool interrupted() { return g_interrupted.load(); }
+bool deadline_passed() {
+  auto d = g_deadline.load();
+  return d != 0 && std::chrono::steady_clock::now().time_since_epoch().count() >= d;
+}
+
+bool interrupted() { return g_interrupted.load() || deadline_passed(); }
+
+void interrupt_at(std::chrono::steady_clock::time_point when) { g_deadline.store(when.time_since_epoch().count()); }
 
 }  // namespace lanes::testbed
