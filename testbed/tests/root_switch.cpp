@@ -370,6 +370,15 @@ struct SwitchesDeployed {
     ctx.emplace(DeployContext{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}});
     REQUIRE(deploy_switches(*ctx).ok());
   }
+  // what the test did not take down itself (a failed REQUIRE throws past
+  // its teardown) goes here: one failure must not load the machine for
+  // the tests after it
+  bool torn_down = false;
+  ~SwitchesDeployed() {
+    if (torn_down || !lock.ok()) return;
+    teardown_run(id, {}, reg.base());
+    (void)reg.remove_dir(id);
+  }
   // r1-tor's gobgpd runs as WRAP makes its command line
   void wrap_tor_gobgpd(const std::function<std::vector<std::string>(const std::vector<std::string>&)>& wrap) {
     bool wrapped = false;
@@ -409,6 +418,7 @@ TEST_CASE("a gobgpd that cannot start is reported with its log and nothing hangs
   CHECK(took < std::chrono::seconds(25));
   teardown_run(id, {}, reg.base());
   (void)reg.remove_dir(id);
+  run.torn_down = true;
 }
 
 TEST_CASE("a daemon that crashes once before the run is ready is started again and the run comes up", "[root]") {
@@ -439,6 +449,7 @@ TEST_CASE("a daemon that crashes once before the run is ready is started again a
   CHECK_FALSE(restarted.empty());
   teardown_run(id, {sup.value()}, reg.base());
   (void)reg.remove_dir(id);
+  run.torn_down = true;
 }
 
 TEST_CASE("a daemon that exits at every start fails the bring-up after three starts and shows its last words", "[root]") {
@@ -467,6 +478,7 @@ TEST_CASE("a daemon that exits at every start fails the bring-up after three sta
   CHECK(n == 3);
   teardown_run(id, {}, reg.base());
   (void)reg.remove_dir(id);
+  run.torn_down = true;
 }
 
 TEST_CASE("ADD-PATH mode: one session per host carries one path per NIC", "[root]") {
