@@ -40,7 +40,10 @@ function(lanes_add_catch_test name)
     TEST_SPEC "[${ARG_TIER}]~[serial]"
     EXTRA_ARGS --use-colour no
     PROPERTIES LABELS ${ARG_TIER} TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77)
-  set(serial FALSE)  # (a discovery that finds no test warns at every build)
+  # (a discovery that finds no test warns at every build; the sources are
+  # read again when they change, so a first [serial] tag is discovered)
+  set(serial FALSE)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ARG_SOURCES})
   foreach(src ${ARG_SOURCES})
     file(READ ${CMAKE_CURRENT_SOURCE_DIR}/${src} text)
     string(FIND "${text}" "[serial]" at)
@@ -49,7 +52,6 @@ function(lanes_add_catch_test name)
     endif()
   endforeach()
   if(serial)
-    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${ARG_SOURCES})
     catch_discover_tests(${name}
       TEST_SPEC "[${ARG_TIER}][serial]"
       EXTRA_ARGS --use-colour no

@@ -44,7 +44,7 @@ void terminal_summary(const RunResult& r, const std::string& dir, std::ostream& 
       if (!a.passed)
         out << fmt::format("  ✗ {}: {}{}: {} (expected {})\n", s.name, a.name,
                            a.phase.empty() ? "" : " [" + a.phase + "]", a.measured, a.expected);
-    if (!s.error.empty() && s.not_run.empty()) out << fmt::format("  ✗ {}: could not run\n", s.name);
+    if (!s.error.empty() && s.not_run.empty()) out << fmt::format("  ✗ {}: {}\n", s.name, s.error);
   }
   if (!dir.empty()) out << "report: " << dir << "/report.html (results.json, junit.xml beside it)\n";
 }

@@ -187,6 +187,9 @@ TEST_CASE("live assertion impairment-loss: the configured share of each side's p
   // so does 2% where 1% was set
   ctx.faults["clean"]["impairment"]["rx"]["lost"] = 741;
   CHECK_FALSE(ImpairmentLoss().check(st, ctx).passed);
+  // a side whose counters could not be read fails it, whatever the other says
+  ctx.faults["clean"]["impairment"]["rx"] = {{"error", "reading the map: no such file"}};
+  CHECK_FALSE(ImpairmentLoss().check(st, ctx).passed);
   // and too few packets to tell (the traffic did not cross the impaired side)
   ctx.faults["clean"]["impairment"] = {{"tx", {{"packets", 500}, {"lost", 5}}}};
   CHECK_FALSE(ImpairmentLoss().check(st, ctx).passed);
@@ -377,6 +380,13 @@ TEST_CASE("live assertion nic-out: the NIC's share falls to nothing and, in the 
   auto stalled = NicOut().check(st, ctx);
   CHECK_FALSE(stalled.passed);
   CHECK(stalled.message == "the datapath moved no flow off the NIC: what was on it stalled");
+  // a bpf mode whose datapath counters cannot be read is no pass on the rates alone
+  r.agent_state.clear();
+  r.topo.nodes.at(static_cast<size_t>(r.topo.find_node("h1"))).job->egress = lanes::testbed::EgressMode::bpf;
+  auto unread = NicOut().check(st, ctx);
+  CHECK_FALSE(unread.passed);
+  CHECK(unread.message == "egress is a bpf mode, but its datapath's counters could not be read");
+  r.topo.nodes.at(static_cast<size_t>(r.topo.find_node("h1"))).job->egress = lanes::testbed::EgressMode::ecmp;
   // and a NIC still carrying its quarter fails on its share
   r.agent_state.clear();
   CHECK_FALSE(NicOut().check(r.step("nic-out", {{"host", "h1"}, {"nic", "2"}, {"direction", "rx"}, {"from", "start"},

@@ -166,7 +166,7 @@ TEST_CASE("lanes up --wait bounds the daemons' start too: it gives up saying how
 }
 
 TEST_CASE("lanes run --deadline stops a scenario as Ctrl-C does: failed by name, results written, nothing left",
-          "[root]") {
+          "[root][serial]") {
   require_root();
   OwnStateDir state("deadline");
   std::string out = state.path + "/out";

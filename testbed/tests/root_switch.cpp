@@ -255,6 +255,9 @@ TEST_CASE("a job announcing another job's task IP is rejected and the owner keep
   // traffic still reaches the owner: h1's stack answers the 5 echo
   // requests, the rogue's sees none (its NICs' packet counters would count
   // BFD and BGP too)
+  // h2 holds the address too, as a hijacker would: an echo the switch sent
+  // it would be answered there and counted
+  REQUIRE(run.run_in("h2", {"ip", "addr", "add", "198.19.0.1/32", "dev", "lo"}) == 0);
   int h1 = run.tb().netns(run.node("h1")).fd(), h2 = run.tb().netns(run.node("h2")).fd();
   long h1_before = lanes::test::icmp_in_echos(h1), h2_before = lanes::test::icmp_in_echos(h2);
   REQUIRE(h1_before >= 0);
@@ -365,10 +368,16 @@ struct SwitchesDeployed {
   std::optional<DeployContext> ctx;
   SwitchesDeployed() {
     REQUIRE(lock.ok());
-    REQUIRE(tb.ok());
-    std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
-    ctx.emplace(DeployContext{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}});
-    REQUIRE(deploy_switches(*ctx).ok());
+    try {  // a constructor that throws runs no destructor: what it made goes here
+      REQUIRE(tb.ok());
+      std::filesystem::copy_file(topology("laptop.xml"), reg.dir(id) + "/topology.xml");
+      ctx.emplace(DeployContext{tb.value(), reg, id, {}, std::filesystem::path(lanes::test::lanes_bin()).parent_path().string(), {}});
+      REQUIRE(deploy_switches(*ctx).ok());
+    } catch (...) {
+      teardown_run(id, {}, reg.base());
+      (void)reg.remove_dir(id);
+      throw;
+    }
   }
   // what the test did not take down itself (a failed REQUIRE throws past
   // its teardown) goes here: one failure must not load the machine for

@@ -37,6 +37,11 @@ reports::Assertion ImpairmentLoss::check(const Step& st, LiveContext& ctx) const
   bool ok = true;
   std::string m;
   for (const auto& [side, c] : it->second["impairment"].items()) {
+    if (c.contains("error") || !c.contains("packets")) {
+      ok = false;
+      m += (m.empty() ? "" : "; ") + fmt::format("{} counters not read ({})", side, c.value("error", "none recorded"));
+      continue;
+    }
     double n = c.value("packets", 0.0), lost = c.value("lost", 0.0);
     double sigma = std::sqrt(n * p * (1 - p));
     bool side_ok = n >= min_packets && std::fabs(lost - p * n) <= 4 * sigma + 1;

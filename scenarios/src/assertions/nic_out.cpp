@@ -56,6 +56,15 @@ reports::Assertion NicOut::check(const Step& st, LiveContext& ctx) const {
   a.measured = fmt::format("nic{} {:.2f}% of {:.3f} Gbit/s", nic, share, total);
   if (total < min_gbps) a.message = "no workload's traffic in the window";
   nlohmann::json state = ctx.host_agent_state ? ctx.host_agent_state(host) : nlohmann::json();
+  // a bpf mode the host was given: its datapath's counters must be read
+  const auto& node = ctx.topo.nodes.at(static_cast<size_t>(ctx.topo.find_node(host)));
+  bool bpf_asked = node.job && (node.job->egress == testbed::EgressMode::bpf || node.job->egress == testbed::EgressMode::bpf_numa);
+  if (bpf_asked && !(state.is_object() && state.contains("nics"))) {
+    a.measured += "; no host agent state to read the datapath's flows from";
+    a.message = "egress is a bpf mode, but its datapath's counters could not be read";
+    a.passed = false;
+    return a;
+  }
   if (state.is_object() && state.contains("nics")) {
     // the flows still open on the NIC, from the datapath's flow table (the
     // largest 256, the workloads' among them), but the job's BGP sessions:

@@ -138,15 +138,16 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
     result.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     reports::write_all(result, out_dir);  // after each scenario: a partial report survives a crash
   }
-  // the deadline stopped something: a scenario it interrupted, or those it never began
-  bool out_of_time = tb::deadline_passed() &&
-                     (result.scenarios.size() != all.size() ||
-                      (!result.scenarios.empty() && result.scenarios.back().error.find("interrupted") != std::string::npos));
+  // past the deadline before lanes was done (in a step, a bring-up, a
+  // teardown, or before a scenario began): stopped by it, a failure that
+  // names it; a signal is an interruption (130)
+  bool out_of_time = tb::deadline_passed() && !tb::signalled();
   if (out_of_time) {
-    // the scenario the deadline stopped failed, saying so
-    if (!result.scenarios.empty() && result.scenarios.back().error.find("interrupted") != std::string::npos)
+    if (!result.scenarios.empty() && !result.scenarios.back().passed && result.scenarios.back().not_run.empty())
       result.scenarios.back().error =
-          fmt::format("stopped at lanes run --deadline {} ({})", deadline_text, result.scenarios.back().error);
+          result.scenarios.back().error.empty()
+              ? fmt::format("stopped at lanes run --deadline {}", deadline_text)
+              : fmt::format("stopped at lanes run --deadline {} ({})", deadline_text, result.scenarios.back().error);
     err << fmt::format("lanes run: the deadline ({}) passed; everything it built is torn down; {} of {} scenarios "
                        "ran\n",
                        deadline_text, result.scenarios.size(), all.size());
@@ -157,7 +158,7 @@ int cmd_run(const tb::CliContext& cli, const std::vector<std::string>& args, std
   reports::terminal_summary(result, out_dir, out);
   if (!kept.empty())
     out << "run " << kept << " is still up (lanes status " << kept << "; lanes down " << kept << ")\n";
-  if (tb::interrupted() && !out_of_time) return 130;
+  if (tb::signalled()) return 130;
   if (result.scenarios.size() != all.size() || out_of_time) return tb::kExitFailure;
   bool failed = std::any_of(result.scenarios.begin(), result.scenarios.end(),
                             [](const reports::ScenarioResult& s) { return s.not_run.empty() && !s.passed; });

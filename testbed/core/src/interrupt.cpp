@@ -26,7 +26,9 @@ bool deadline_passed() {
   return d != 0 && std::chrono::steady_clock::now().time_since_epoch().count() >= d;
 }
 
-bool interrupted() { return g_interrupted.load() || deadline_passed(); }
+bool signalled() { return g_interrupted.load(); }
+
+bool interrupted() { return signalled() || deadline_passed(); }
 
 void interrupt_at(std::chrono::steady_clock::time_point when) { g_deadline.store(when.time_since_epoch().count()); }
 

@@ -15,5 +15,7 @@ bool interrupted();
 void interrupt_at(std::chrono::steady_clock::time_point when);
 // the deadline set, and passed: it, not a signal, interrupted
 bool deadline_passed();
+// a signal came (SIGINT, SIGTERM, SIGHUP)
+bool signalled();
 
 }  // namespace lanes::testbed
