@@ -16,10 +16,10 @@
 
 #include "lanes/bfd/bfdd.hpp"
 #include "lanes/bfd/notify.hpp"
-#include "lanes/core/daemon_main.hpp"
-#include "lanes/core/event_loop.hpp"
-#include "lanes/core/log.hpp"
-#include "lanes/core/netlink.hpp"
+#include "lanes/testbed/daemon_main.hpp"
+#include "lanes/testbed/event_loop.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netlink.hpp"
 
 using namespace lanes::testbed;
 using namespace lanes::bfd;

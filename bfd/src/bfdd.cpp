@@ -4,7 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "lanes/core/testbed.hpp"
+#include "lanes/testbed/fabric.hpp"
 
 namespace lanes::bfd {
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "lanes/core/log.hpp"
+#include "lanes/testbed/log.hpp"
 
 namespace lanes::bfd {
 

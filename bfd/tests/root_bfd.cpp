@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "lanes/bfd/link.hpp"
-#include "lanes/core/netns.hpp"
+#include "lanes/testbed/netns.hpp"
 #include "support.hpp"
 
 using namespace lanes::bfd;

@@ -10,7 +10,7 @@
 
 #include "lanes/bfd/bfdd.hpp"
 #include "lanes/bfd/notify.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "support.hpp"
 
 using namespace lanes::bfd;

@@ -13,11 +13,11 @@
 #include <chrono>
 
 #include "lanes/bfd/notify.hpp"
-#include "lanes/core/daemon_main.hpp"
-#include "lanes/core/event_loop.hpp"
-#include "lanes/core/log.hpp"
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/netns.hpp"
+#include "lanes/testbed/daemon_main.hpp"
+#include "lanes/testbed/event_loop.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
 #include "lanes/hostnet/host_agent.hpp"
 
 using namespace lanes::testbed;

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "datapath.skel.h"
-#include "lanes/core/log.hpp"
+#include "lanes/testbed/log.hpp"
 
 namespace lanes::hostnet {
 

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "lanes/core/log.hpp"
-#include "lanes/core/netns.hpp"
-#include "lanes/core/rejoin.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/rejoin.hpp"
 
 namespace lanes::hostnet {
 

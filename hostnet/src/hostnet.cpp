@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "lanes/bfd/bfdd.hpp"
-#include "lanes/core/log.hpp"
-#include "lanes/core/neighbors.hpp"
-#include "lanes/core/netns.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/neighbors.hpp"
+#include "lanes/testbed/netns.hpp"
 
 namespace lanes::hostnet {
 
@@ -211,7 +211,7 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
 }
 
 Status deploy_host(DeployContext& ctx, int host) {
-  Testbed& tb = ctx.tb;
+  Fabric& tb = ctx.tb;
   const Topology& t = tb.topology();
   const Node& h = t.nodes.at(static_cast<size_t>(host));
   std::string why;

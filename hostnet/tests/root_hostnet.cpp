@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bgp_support.hpp"
-#include "lanes/core/features.hpp"
+#include "lanes/testbed/features.hpp"
 #include "lanes/hostnet/hostnet.hpp"
 
 using namespace lanes::testbed;

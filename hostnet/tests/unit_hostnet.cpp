@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
-#include "lanes/core/neighbors.hpp"
-#include "lanes/core/testbed.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/neighbors.hpp"
+#include "lanes/testbed/fabric.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/hostnet/hostnet.hpp"
 
 using namespace lanes::testbed;

@@ -22,7 +22,7 @@
 #include <map>
 #include <unistd.h>
 
-#include "lanes/core/process.hpp"
+#include "lanes/testbed/process.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/reports/writers.hpp"
 

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <regex>
 
-#include "lanes/core/process.hpp"
+#include "lanes/testbed/process.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/reports/compare.hpp"
 #include "lanes/reports/writers.hpp"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "lanes/core/event_loop.hpp"
+#include "lanes/testbed/event_loop.hpp"
 
 namespace lanes::traffic_engine {
 

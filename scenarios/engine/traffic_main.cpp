@@ -62,7 +62,7 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/event_loop.hpp"
+#include "lanes/testbed/event_loop.hpp"
 #include "lanes/scenarios/arrivals.hpp"
 #include "lanes/scenarios/pattern.hpp"
 #include "lanes/scenarios/traffic_results.hpp"

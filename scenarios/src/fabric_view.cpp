@@ -2,13 +2,14 @@
 
 #include <sys/socket.h>
 
-#include "lanes/core/netns.hpp"
+#include "lanes/testbed/netns.hpp"
 #include "lanes/hostnet/hostnet.hpp"
-#include "lanes/switch/switches.hpp"
+#include "lanes/switches/switches.hpp"
 
 namespace lanes::scenarios {
 
 namespace tb = lanes::testbed;
+namespace sw = lanes::switches;
 
 tb::Result<std::vector<tb::RouteEntry>> LiveFabric::routes(int node, int family) {
   return run_.tb().netlink(node).route_entries(family);
@@ -20,14 +21,14 @@ tb::Result<std::map<uint32_t, std::vector<uint32_t>>> LiveFabric::buckets(int no
   return run_.tb().netlink(node).all_nexthop_buckets();
 }
 
-tb::Result<std::vector<tb::BgpRoute>> LiveFabric::rib(int node, int family, const std::string& prefix) {
-  auto client = tb::GobgpClient::connect(run_.tb().netns(node).fd());
+tb::Result<std::vector<sw::BgpRoute>> LiveFabric::rib(int node, int family, const std::string& prefix) {
+  auto client = sw::GobgpClient::connect(run_.tb().netns(node).fd());
   if (!client) return client.error();
   return client.value().routes(family, prefix);
 }
 
 tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
-  auto status = tb::switch_status_json(run_.registry(), run_.id(), run_.topology().nodes.at(static_cast<size_t>(node)),
+  auto status = sw::switch_status_json(run_.registry(), run_.id(), run_.topology().nodes.at(static_cast<size_t>(node)),
                                        run_.tb().netns(node).fd());
   if (status.contains("error")) return tb::os_error(EIO, status["error"].get<std::string>());
   std::vector<SessionCounts> out;

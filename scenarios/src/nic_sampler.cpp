@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "lanes/core/netlink.hpp"
+#include "lanes/testbed/netlink.hpp"
 
 namespace lanes::scenarios {
 

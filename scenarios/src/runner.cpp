@@ -16,27 +16,28 @@
 
 #include "assertions/live_assertions.hpp"
 #include "nic_sampler.hpp"
-#include "lanes/core/cpu_load.hpp"
-#include "lanes/core/features.hpp"
-#include "lanes/core/impair.hpp"
-#include "lanes/core/interrupt.hpp"
-#include "lanes/core/limits.hpp"
-#include "lanes/core/live_run.hpp"
-#include "lanes/core/log.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/core/supervisor.hpp"
-#include "lanes/core/wait.hpp"
+#include "lanes/testbed/cpu_load.hpp"
+#include "lanes/testbed/features.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/interrupt.hpp"
+#include "lanes/testbed/limits.hpp"
+#include "lanes/testbed/live_run.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/supervisor.hpp"
+#include "lanes/testbed/wait.hpp"
 #include "lanes/hostnet/hostnet.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/steady.hpp"
 #include "lanes/scenarios/workload.hpp"
-#include "lanes/switch/convergence.hpp"
+#include "lanes/switches/convergence.hpp"
 #include "lanes/vip/deploy.hpp"
 
 namespace lanes::scenarios {
 
 namespace tb = lanes::testbed;
+namespace sw = lanes::switches;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 using reports::Assertion;
@@ -420,11 +421,11 @@ class PhaseRun final : public StepContext {
     auto t = st.duration("timeout", milliseconds(60'000));
     auto start = Clock::now();
     // read from the switches' kernels: one route and nexthop dump per
-    // switch and poll, however many hosts (tb::check_convergence)
+    // switch and poll, however many hosts (sw::check_convergence)
     std::string missing;
     bool ok = eventually(
         [&] {
-          auto c = tb::check_convergence(topo_, [&](int n) -> tb::Netlink& { return live_->tb().netlink(n); });
+          auto c = sw::check_convergence(topo_, [&](int n) -> tb::Netlink& { return live_->tb().netlink(n); });
           missing = c.first_missing;
           return c.done();
         },

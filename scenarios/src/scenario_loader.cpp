@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "lanes/core/impair.hpp"
-#include "lanes/core/input_file.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/input_file.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/result_assertion.hpp"
 #include "lanes/scenarios/scenario.hpp"

@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/netns.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/scenarios/traffic_results.hpp"
 #include "root_support.hpp"
 

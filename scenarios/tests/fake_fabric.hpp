@@ -12,6 +12,7 @@
 namespace lanes::test {
 
 namespace tb = lanes::testbed;
+namespace sw = lanes::switches;
 using lanes::scenarios::FabricView;
 using lanes::scenarios::SessionCounts;
 
@@ -20,16 +21,16 @@ class FakeFabric : public FabricView {
   std::map<std::pair<int, int>, std::vector<tb::RouteEntry>> fib;  // (node, family)
   std::map<int, std::vector<tb::NexthopInfo>> groups;
   std::map<int, std::map<uint32_t, std::vector<uint32_t>>> bucket_table;
-  std::map<std::pair<int, int>, std::vector<tb::BgpRoute>> paths;  // (node, family)
+  std::map<std::pair<int, int>, std::vector<sw::BgpRoute>> paths;  // (node, family)
   std::map<int, std::vector<SessionCounts>> counts;
   int rib_calls = 0;
 
   tb::Result<std::vector<tb::RouteEntry>> routes(int node, int family) override { return fib[{node, family}]; }
   tb::Result<std::vector<tb::NexthopInfo>> nexthops(int node) override { return groups[node]; }
   tb::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override { return bucket_table[node]; }
-  tb::Result<std::vector<tb::BgpRoute>> rib(int node, int family, const std::string& prefix) override {
+  tb::Result<std::vector<sw::BgpRoute>> rib(int node, int family, const std::string& prefix) override {
     ++rib_calls;
-    std::vector<tb::BgpRoute> out;
+    std::vector<sw::BgpRoute> out;
     for (const auto& r : paths[{node, family}])
       if (prefix.empty() || r.prefix == prefix) out.push_back(r);
     return out;

@@ -21,9 +21,9 @@
 #include <set>
 #include <thread>
 
-#include "lanes/core/netns.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/core/run_registry.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/run_registry.hpp"
 #include "root_snapshot.hpp"
 #include "support.hpp"
 

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/netns.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/core/run_registry.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/run_registry.hpp"
 #include "root_support.hpp"
 
 using namespace lanes::testbed;

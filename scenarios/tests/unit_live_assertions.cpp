@@ -9,7 +9,7 @@
 #include <set>
 
 #include "assertions/live_assertions.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "fake_fabric.hpp"
 #include "support.hpp"

@@ -7,9 +7,9 @@
 #include <set>
 #include <unistd.h>
 
-#include "lanes/core/impair.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/scenarios/runner.hpp"
 #include "lanes/scenarios/steady.hpp"
 #include "lanes/scenarios/scenario.hpp"

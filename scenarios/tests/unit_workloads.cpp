@@ -12,7 +12,7 @@
 
 #include "fake_fabric.hpp"
 #include "faults/faults.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/scenarios/arrivals.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/result_assertion.hpp"

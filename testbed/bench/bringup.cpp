@@ -26,9 +26,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "lanes/core/neighbors.hpp"
-#include "lanes/core/run_registry.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/neighbors.hpp"
+#include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 
 namespace {
 

@@ -19,11 +19,11 @@
 #include <vector>
 #include <thread>
 
-#include "lanes/core/features.hpp"
-#include "lanes/core/impair.hpp"
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/netns.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/features.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "root_support.hpp"
 
 using namespace lanes::testbed;

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <map>
 
-#include "lanes/core/netlink.hpp"
+#include "lanes/testbed/netlink.hpp"
 #include "root_support.hpp"
 
 using namespace lanes::testbed;

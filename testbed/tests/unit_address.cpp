@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "lanes/core/address.hpp"
+#include "lanes/testbed/address.hpp"
 
 using namespace lanes::testbed;
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "lanes/core/event_loop.hpp"
+#include "lanes/testbed/event_loop.hpp"
 
 using namespace lanes::testbed;
 using Clock = EventLoop::Clock;

@@ -7,10 +7,10 @@
 #include <map>
 #include <set>
 
-#include "lanes/core/address_plan.hpp"
-#include "lanes/core/neighbors.hpp"
-#include "lanes/core/testbed.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/address_plan.hpp"
+#include "lanes/testbed/neighbors.hpp"
+#include "lanes/testbed/fabric.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;

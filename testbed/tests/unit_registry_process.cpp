@@ -10,13 +10,13 @@
 #include <sstream>
 #include <thread>
 
-#include "lanes/core/cleanup.hpp"
-#include "lanes/core/cpu_load.hpp"
-#include "lanes/core/handle.hpp"
-#include "lanes/core/process.hpp"
-#include "lanes/core/netns.hpp"
-#include "lanes/core/rootless.hpp"
-#include "lanes/core/run_registry.hpp"
+#include "lanes/testbed/cleanup.hpp"
+#include "lanes/testbed/cpu_load.hpp"
+#include "lanes/testbed/handle.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/rootless.hpp"
+#include "lanes/testbed/run_registry.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;

@@ -7,11 +7,10 @@
 #include <set>
 #include <unistd.h>
 
-#include "lanes/cli/graph.hpp"
-#include "lanes/core/limits.hpp"
-#include "lanes/core/run_registry.hpp"
-#include "lanes/core/testbed.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/limits.hpp"
+#include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/fabric.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;
@@ -320,20 +319,6 @@ TEST_CASE("names carry the run id and fit the kernel's limits", "[unit]") {
     CHECK(l.a.ifname.size() <= 15);
     CHECK(l.b.ifname.size() <= 15);
   }
-}
-
-TEST_CASE("graph output draws every node and link", "[unit]") {
-  auto t = load_topology(topology("two-racks.xml"));
-  std::string dot = to_dot(t);
-  CHECK(dot.rfind("graph \"two-racks\" {", 0) == 0);
-  for (const auto& n : t.nodes) CHECK(dot.find("\"" + n.name + "\"") != std::string::npos);
-  CHECK(dot.find("\"spine1\" -- \"r1-tor\"") != std::string::npos);
-  CHECK(dot.find("\"r1-tor\" -- \"r1h1\" [label=\"4 x 500mbit\"]") != std::string::npos);
-  CHECK(dot.find("subgraph \"cluster_r2\"") != std::string::npos);
-  std::string mm = to_mermaid(t);
-  CHECK(mm.rfind("flowchart TB", 0) == 0);
-  CHECK(mm.find("n_spine1 --- n_r1_tor") != std::string::npos);
-  CHECK(mm.find("n_r2_tor ---|\"4 x 500mbit\"| n_r2h2") != std::string::npos);
 }
 
 TEST_CASE("a topology's footprint is counted and nearing a machine limit is a warning", "[unit]") {

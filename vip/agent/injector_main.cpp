@@ -13,10 +13,10 @@
 
 #include <random>
 
-#include "lanes/core/daemon_main.hpp"
-#include "lanes/core/event_loop.hpp"
-#include "lanes/core/log.hpp"
-#include "lanes/core/netlink.hpp"
+#include "lanes/testbed/daemon_main.hpp"
+#include "lanes/testbed/event_loop.hpp"
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netlink.hpp"
 #include "lanes/vip/speaker.hpp"
 
 using namespace lanes::vip;

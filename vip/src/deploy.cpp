@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lanes/core/result.hpp"
+#include "lanes/testbed/result.hpp"
 
 namespace lanes::vip {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "lanes/core/log.hpp"
+#include "lanes/testbed/log.hpp"
 
 namespace lanes::vip {
 namespace lg = lanes::log;

@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "bgp_support.hpp"
-#include "lanes/core/address.hpp"
+#include "lanes/testbed/address.hpp"
 #include "lanes/hostnet/hostnet.hpp"
 #include "lanes/vip/deploy.hpp"
 

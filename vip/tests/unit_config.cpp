@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/vip/deploy.hpp"
 #include "support.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "lanes/core/impair.hpp"
+#include "lanes/testbed/impair.hpp"
 #include "live_assertions.hpp"
 
 namespace lanes::scenarios {

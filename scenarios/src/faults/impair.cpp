@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "faults.hpp"
-#include "lanes/core/impair.hpp"
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/netns.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
 
 namespace lanes::scenarios {
 

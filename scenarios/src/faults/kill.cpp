@@ -2,7 +2,7 @@
 #include <signal.h>
 
 #include "faults.hpp"
-#include "lanes/core/process.hpp"
+#include "lanes/testbed/process.hpp"
 
 namespace lanes::scenarios {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "lanes/bfd/link.hpp"
-#include "lanes/core/deploy.hpp"
-#include "lanes/core/model.hpp"
+#include "lanes/testbed/deploy.hpp"
+#include "lanes/testbed/model.hpp"
 
 namespace lanes::bfd {
 

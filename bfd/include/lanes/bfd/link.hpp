@@ -13,8 +13,8 @@
 #include <string>
 
 #include "lanes/bfd/bfd.hpp"
-#include "lanes/core/handle.hpp"
-#include "lanes/core/result.hpp"
+#include "lanes/testbed/handle.hpp"
+#include "lanes/testbed/result.hpp"
 
 namespace lanes::bfd {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/event_loop.hpp"
-#include "lanes/core/handle.hpp"
-#include "lanes/core/result.hpp"
+#include "lanes/testbed/event_loop.hpp"
+#include "lanes/testbed/handle.hpp"
+#include "lanes/testbed/result.hpp"
 
 namespace lanes::bfd {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "hostnet_abi.h"
-#include "lanes/core/result.hpp"
+#include "lanes/testbed/result.hpp"
 
 struct datapath_bpf;
 

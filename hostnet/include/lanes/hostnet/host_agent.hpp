@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/result.hpp"
-#include "lanes/core/run_layout.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/result.hpp"
+#include "lanes/testbed/run_layout.hpp"
 #include "lanes/hostnet/datapath.hpp"
 
 namespace lanes::hostnet {

@@ -26,11 +26,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "lanes/core/deploy.hpp"
-#include "lanes/core/kernel_plan.hpp"
-#include "lanes/core/model.hpp"
-#include "lanes/core/netlink.hpp"
-#include "lanes/core/role.hpp"
+#include "lanes/testbed/deploy.hpp"
+#include "lanes/testbed/kernel_plan.hpp"
+#include "lanes/testbed/model.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/role.hpp"
 #include "lanes/hostnet/host_agent.hpp"
 
 namespace lanes::hostnet {

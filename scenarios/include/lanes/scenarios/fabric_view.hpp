@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/live_run.hpp"
-#include "lanes/core/netlink.hpp"
-#include "lanes/switch/gobgp_client.hpp"
+#include "lanes/testbed/live_run.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/switches/gobgp_client.hpp"
 
 namespace lanes::scenarios {
 
@@ -34,7 +34,7 @@ class FabricView {
   // every resilient group's buckets: group id → nexthop id per bucket
   virtual testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) = 0;
   // gobgpd on NODE: every path of FAMILY, or of PREFIX alone
-  virtual testbed::Result<std::vector<testbed::BgpRoute>> rib(int node, int family, const std::string& prefix = "") = 0;
+  virtual testbed::Result<std::vector<switches::BgpRoute>> rib(int node, int family, const std::string& prefix = "") = 0;
   virtual testbed::Result<std::vector<SessionCounts>> sessions(int node) = 0;
   // NODE's neighbour entries (ARP and ND), or, JOB, those of its job container's
   virtual testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) = 0;
@@ -46,7 +46,7 @@ class LiveFabric : public FabricView {
   testbed::Result<std::vector<testbed::RouteEntry>> routes(int node, int family) override;
   testbed::Result<std::vector<testbed::NexthopInfo>> nexthops(int node) override;
   testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override;
-  testbed::Result<std::vector<testbed::BgpRoute>> rib(int node, int family, const std::string& prefix) override;
+  testbed::Result<std::vector<switches::BgpRoute>> rib(int node, int family, const std::string& prefix) override;
   testbed::Result<std::vector<SessionCounts>> sessions(int node) override;
   testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) override;
 

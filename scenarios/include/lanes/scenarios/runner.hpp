@@ -10,7 +10,7 @@
 #include <iosfwd>
 #include <string>
 
-#include "lanes/core/role.hpp"
+#include "lanes/testbed/role.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/scenarios/scenario.hpp"
 

@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/model.hpp"
-#include "lanes/core/topology_loader.hpp"
+#include "lanes/testbed/model.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 
 namespace lanes::scenarios {
 

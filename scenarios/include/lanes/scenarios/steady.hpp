@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "lanes/core/model.hpp"
+#include "lanes/testbed/model.hpp"
 
 namespace lanes::scenarios {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/model.hpp"
-#include "lanes/core/process.hpp"
+#include "lanes/testbed/model.hpp"
+#include "lanes/testbed/process.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/scenarios/scenario.hpp"
 

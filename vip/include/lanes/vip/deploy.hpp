@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "lanes/core/deploy.hpp"
-#include "lanes/core/role.hpp"
-#include "lanes/core/run_layout.hpp"
+#include "lanes/testbed/deploy.hpp"
+#include "lanes/testbed/role.hpp"
+#include "lanes/testbed/run_layout.hpp"
 #include "lanes/vip/speaker.hpp"
 
 namespace lanes::vip {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "lanes/core/event_loop.hpp"
+#include "lanes/testbed/event_loop.hpp"
 #include "lanes/vip/dial.hpp"
 #include "lanes/vip/session.hpp"
 

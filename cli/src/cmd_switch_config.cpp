@@ -1,0 +1,43 @@
+// `lanes switch-config`.
+
+#include "commands.hpp"
+
+#include <boost/program_options.hpp>
+#include <fmt/format.h>
+#include <iostream>
+
+#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/switches/switch_config.hpp"
+
+namespace po = boost::program_options;
+
+namespace lanes::cli::commands {
+
+using namespace lanes::switches;
+
+int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  po::options_description desc("options");
+  std::string file, node;
+  desc.add_options()("file", po::value(&file)->required(), "topology file")(
+      "node", po::value(&node)->required(), "a rack switch or spine")("agent", "print the FIB agent's JSON instead");
+  po::positional_options_description pos;
+  pos.add("file", 1).add("node", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("switch-config"), desc, pos, vm, out,
+             "Prints the gobgpd TOML (or, with --agent, the FIB agent's JSON) that lanes renders\n"
+             "for NODE. Nothing is started."))
+    return kExitOk;
+  auto t = load_topology(file);
+  int n = t.find_node(node);
+  if (n < 0 || (t.nodes[n].kind != NodeKind::rack_switch && t.nodes[n].kind != NodeKind::spine)) {
+    err << "lanes switch-config: '" << node << "' is not a rack switch or spine of " << file << "\n";
+    return kExitBadInput;
+  }
+  if (vm.count("agent"))
+    out << render_agent_config(t, n).dump(2) << "\n";
+  else
+    out << render_gobgp_config(t, n);
+  return kExitOk;
+}
+
+}  // namespace lanes::cli::commands

@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "lanes/cli/graph.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+#include "support.hpp"
+
+using lanes::test::lanes_bin;
+using lanes::test::run_command;
+using lanes::test::topology;
+using lanes::test::source_dir;
+
+TEST_CASE("lanes validate exits 0 for good files and 2 with file:line for bad ones", "[unit]") {
+  auto ok = run_command(lanes_bin() + " validate " + topology("laptop.xml") + " " + topology("rack-64.xml"));
+  CHECK(ok.status == 0);
+  CHECK(ok.out.find("64 hosts (256 NICs)") != std::string::npos);
+
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bad = (dir / "bad.xml").string();
+  std::ofstream(bad) << "<topology>\n<rack name='r'>\n<host name='h' nics='0'/>\n</rack>\n</topology>\n";
+  auto r = run_command(lanes_bin() + " validate " + bad);
+  CHECK(r.status == 2);
+  CHECK(r.out.find(bad + ":3: <host> nics=\"0\"") != std::string::npos);
+  auto missing = run_command(lanes_bin() + " validate " + (dir / "nope.xml").string());
+  CHECK(missing.status == 2);
+  CHECK(missing.out.find("nope.xml: cannot read the") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lanes up with a bad topology exits 2 and creates nothing", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-up-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto bad = (dir / "bad.xml").string();
+  std::ofstream(bad) << "<topology>\n<rack name='r'>\n<host name='h' rate='fast'/>\n</rack>\n</topology>\n";
+  auto r = run_command("LANES_STATE_DIR=" + (dir / "state").string() + " " + lanes_bin() + " up " + bad +
+                       " --run-id zz9");
+  CHECK(r.status == 2);
+  CHECK(r.out.find(bad + ":3:") != std::string::npos);
+  CHECK(lanes::testbed::list_netns("lanes-zz9-").empty());
+  CHECK_FALSE(std::filesystem::exists(dir / "state" / "zz9"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("command line errors exit 2 and --help exits 0 on every command", "[unit]") {
+  CHECK(run_command(lanes_bin() + " frobnicate").status == 2);
+  CHECK(run_command(lanes_bin()).status == 2);
+  CHECK(run_command(lanes_bin() + " up").status == 2);
+  CHECK(run_command(lanes_bin() + " up " + topology("laptop.xml") + " --run-id BAD-ID").status == 2);
+  CHECK(run_command(lanes_bin() + " up " + topology("laptop.xml") + " --bogus").status == 2);
+  CHECK(run_command(lanes_bin() + " graph " + topology("laptop.xml") + " --format png").status == 2);
+  CHECK(run_command(lanes_bin() + " exec r1 h1").status == 2);
+  CHECK(run_command(lanes_bin() + " --log-level loud status").status == 2);
+  for (const char* d : {"soon", "0s", "-5s"}) {
+    INFO("--deadline " << d);
+    auto r = run_command(lanes_bin() + " run " + source_dir() + "/scenarios/lossy-nic.xml --deadline " + d);
+    CHECK(r.status == 2);
+    CHECK(r.out.find("--deadline") != std::string::npos);
+  }
+  for (const char* c : {"validate", "up", "status", "exec", "down", "clean", "graph", "features"}) {
+    INFO(c);
+    auto r = run_command(lanes_bin() + " " + c + " --help");
+    CHECK(r.status == 0);
+    CHECK(r.out.find(std::string("usage: lanes ") + c) != std::string::npos);
+  }
+  auto main_help = run_command(lanes_bin() + " --help");
+  CHECK(main_help.status == 0);
+  CHECK(main_help.out.find("Exit codes: 0 ok, 1 failure, 2 bad input") != std::string::npos);
+}
+
+TEST_CASE("lanes graph prints DOT and Mermaid", "[unit]") {
+  auto dot = run_command(lanes_bin() + " graph " + topology("laptop.xml"));
+  CHECK(dot.status == 0);
+  CHECK(dot.out.find("graph \"laptop\"") != std::string::npos);
+  auto mm = run_command(lanes_bin() + " graph --format mermaid " + topology("laptop.xml"));
+  CHECK(mm.status == 0);
+  CHECK(mm.out.find("flowchart TB") != std::string::npos);
+}
+
+TEST_CASE("lanes status with no runs says so in text and JSON", "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-st-" + std::to_string(::getpid()));
+  std::string env = "LANES_STATE_DIR=" + dir.string() + " ";
+  auto r = run_command(env + lanes_bin() + " status");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("no runs") != std::string::npos);
+  auto j = run_command(env + lanes_bin() + " status --json");
+  CHECK(j.status == 0);
+  CHECK(j.out.find("\"runs\": []") != std::string::npos);
+  CHECK(run_command(env + lanes_bin() + " status nosuch").status == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("graph output draws every node and link", "[unit]") {
+  auto t = lanes::testbed::load_topology(topology("two-racks.xml"));
+  std::string dot = lanes::cli::to_dot(t);
+  CHECK(dot.rfind("graph \"two-racks\" {", 0) == 0);
+  for (const auto& n : t.nodes) CHECK(dot.find("\"" + n.name + "\"") != std::string::npos);
+  CHECK(dot.find("\"spine1\" -- \"r1-tor\"") != std::string::npos);
+  CHECK(dot.find("\"r1-tor\" -- \"r1h1\" [label=\"4 x 500mbit\"]") != std::string::npos);
+  CHECK(dot.find("subgraph \"cluster_r2\"") != std::string::npos);
+  std::string mm = lanes::cli::to_mermaid(t);
+  CHECK(mm.rfind("flowchart TB", 0) == 0);
+  CHECK(mm.find("n_spine1 --- n_r1_tor") != std::string::npos);
+  CHECK(mm.find("n_r2_tor ---|\"4 x 500mbit\"| n_r2h2") != std::string::npos);
+}

@@ -1,0 +1,35 @@
+#pragma once
+// The emulated switch's configuration, rendered from the topology: the TOML
+// that Debian's gobgpd reads, and the JSON that lanes' FIB agent reads.
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lanes/testbed/model.hpp"
+
+namespace lanes::switches {
+
+using testbed::Topology;
+
+inline constexpr const char* kGobgpApi = "127.0.0.1:50051";
+inline constexpr uint16_t kGobgpApiPort = 50051;
+
+// A BGP neighbor of a switch as lanes configures it.
+struct SwitchNeighbor {
+  std::string address;     // the peer's session address
+  std::string local;       // this switch's address for the session
+  uint32_t peer_as = 0;
+  std::string description; // "h1 nic0", "spine1 swp1"
+  bool host = false;       // a VIP injector (passive, multihop)
+  int host_node = -1;
+};
+
+// The neighbors NODE (a rack switch or spine) has in TOPO.
+std::vector<SwitchNeighbor> switch_neighbors(const Topology& topo, int node);
+// gobgpd's TOML configuration for NODE.
+std::string render_gobgp_config(const Topology& topo, int node);
+// The FIB agent's configuration for NODE.
+nlohmann::json render_agent_config(const Topology& topo, int node);
+
+}  // namespace lanes::switches

@@ -1,0 +1,154 @@
+#include "lanes/testbed/features.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/rootless.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include <bpf/libbpf.h>
+
+#include "lanes/testbed/log.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/netns.hpp"
+#include "probe.skel.h"
+
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/netem.h>
+#include <netlink/route/tc.h>
+#include <netlink/netlink.h>
+
+namespace lanes::testbed {
+
+nlohmann::json KernelFeatures::to_json() const {
+  return {{"kernel", kernel},
+          {"netkit", netkit},
+          {"dummy", dummy},
+          {"netem", netem},
+          {"tbf", tbf},
+          {"nexthop_objects", nexthop_objects},
+          {"resilient_groups", resilient_groups},
+          {"rootless", rootless},
+          {"privileges", privileges()},
+          {"bpf", bpf},
+          {"bpf_error", bpf_error},
+          {"impairments", impairments()},
+          {"notes", notes}};
+}
+
+std::string KernelFeatures::privileges() const {
+  if (!rootless) return "root";
+  return std::string("rootless: a user namespace of the user's own, state under ") + rootless::state_dir() +
+         (bpf ? "" : "; without BPF the bpf egress modes fall back to ecmp and links cannot be given loss, duplication or corruption");
+}
+
+std::string KernelFeatures::impairments() const {
+  std::string b = bpf ? "loss, duplicate, corrupt (lanes' tc BPF program)"
+                      : "loss, duplicate, corrupt: no (lanes' tc BPF program cannot be loaded)";
+  std::string n = netem ? "delay, jitter, distribution, reorder (netem, inside the link's TBF)"
+                        : "delay, jitter, distribution, reorder: no (this kernel has no netem)";
+  return b + "; " + n;
+}
+
+Status check_kernel_for(const Topology& topo) {
+  const Link* first = nullptr;
+  for (const auto& l : topo.links)
+    if (l.impair.netem() && !first) first = &l;
+  if (!first || probe_kernel_features().netem) return {};
+  return os_error(ENOTSUP, fmt::format("{}:{}: {} {}", first->impair_loc.file, first->impair_loc.line,
+                                       first->impair.netem_parts(), netem_missing()));
+}
+
+namespace {
+
+bool try_netem(Netlink& nl, int ifindex) {
+  rtnl_qdisc* q = rtnl_qdisc_alloc();
+  rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+  rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
+  rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(1, 0));
+  bool ok = false;
+  if (rtnl_tc_set_kind(TC_CAST(q), "netem") == 0) {
+    rtnl_netem_set_delay(q, 1000);
+    rtnl_netem_set_limit(q, 1000);
+    int err = rtnl_qdisc_add(nl.raw(), q, NLM_F_CREATE | NLM_F_REPLACE);
+    ok = err == 0;
+    if (!ok) log::debug("feature probe: netem: {}", nl_geterror(err));
+  }
+  rtnl_qdisc_put(q);
+  return ok;
+}
+}  // namespace
+
+KernelFeatures probe_kernel_features() {
+  KernelFeatures f;
+  utsname u{};
+  if (::uname(&u) == 0) f.kernel = u.release;
+  // an anonymous namespace: it disappears with its sockets; nothing is bind-mounted
+  auto probed = run_in_new_netns(
+      [&]() -> Status {
+        auto nlr = Netlink::open_here("feature-probe");
+        if (!nlr) return nlr.error();
+        Netlink& nl = nlr.value();
+        auto nk = nl.create_netkit("probe-nk", 0, "probe-nkp", 0, -1, "feature-probe");
+        f.netkit = nk.ok();
+        if (!nk) log::debug("feature probe: {}", nk.error().what());
+        f.dummy = nl.create_dummy("probe-d", 0).ok();
+        auto veth = nl.create_veth("probe0", 0, "probe1", 0, -1, "");
+        if (!veth) return veth.error();
+        auto idx = nl.ifindex("probe0");
+        auto peer = nl.ifindex("probe1");
+        if (idx && peer && nl.set_link_up(peer.value(), true, "probe1")) {
+          f.tbf = nl.set_tbf(idx.value(), 100'000'000, "probe0").ok();
+          f.netem = try_netem(nl, peer.value());
+          f.nexthop_objects = nl.add_nexthop(1, idx.value(), std::nullopt).ok();
+          f.resilient_groups = f.nexthop_objects && nl.add_nexthop_group(2, {{1, 1}}, ResilientParams{}).ok();
+        }
+        return {};
+      },
+      "a scratch namespace for the feature probe");
+  if (!probed) log::warn("feature probe: {}", probed.error().what());
+  if (!f.netkit) f.notes += "no netkit: job containers use veth pairs; ";
+  if (!f.dummy) f.notes += "no dummy devices: task IPs live on the container's loopback; ";
+  if (!f.netem)
+    f.notes += "no netem: link delay, jitter, reordering and corruption are unavailable (loss and duplication use "
+               "lanes' own BPF program, silent drops nftables); ";
+  if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
+  {
+    // libbpf's own messages go to the logging facade; while the probe
+    // loads, its complaints are the probe's answer, not a warning
+    static constexpr auto print = [](enum libbpf_print_level level, const char* format, va_list args, bool quiet) {
+      char buf[1024];
+      int n = std::vsnprintf(buf, sizeof buf, format, args);
+      std::string_view msg(buf, n > 0 ? std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1) : 0);
+      while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+      if (level == LIBBPF_WARN && !quiet)
+        log::warn("{}", msg);
+      else
+        log::debug("{}", msg);
+      return 0;
+    };
+    libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, true); });
+    // load (never attach) the probe program from its embedded skeleton
+    probe_bpf* skel = probe_bpf__open();
+    int err = skel ? probe_bpf__load(skel) : -errno;
+    f.bpf = skel && err == 0;
+    if (!f.bpf) f.bpf_error = std::strerror(err < 0 ? -err : err);
+    f.rootless = rootless::world_base().has_value();
+    if (!f.bpf && f.rootless) f.bpf_error += ": lanes without root runs in a user namespace, which grants no BPF";
+    probe_bpf__destroy(skel);
+    libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, false); });
+  }
+  if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
+                         "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss, duplication or corruption; ";
+  if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
+  return f;
+}
+
+}  // namespace lanes::testbed

@@ -1,0 +1,125 @@
+#pragma once
+// Fixtures for root-tier tests: a run built from a topology file, owned by
+// the test and torn down however the test ends.
+
+#include <sched.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "lanes/testbed/input_file.hpp"
+#include "lanes/testbed/live_run.hpp"
+#include "lanes/testbed/process.hpp"
+#include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/supervisor.hpp"
+#include "lanes/testbed/fabric.hpp"
+#include "lanes/testbed/topology_loader.hpp"
+#include "lanes/switches/switches.hpp"
+#include "support.hpp"
+
+namespace lanes::test {
+
+// True once a TCP socket listens on PORT in namespace NS_FD (ss inside it).
+inline bool listening(int ns_fd, int port) {
+  testbed::ProcessSpec spec{"ss", {"ss", "-Hltn", "sport = :" + std::to_string(port)}};
+  spec.netns_fd = ns_fd;
+  spec.new_session = false;
+  auto r = testbed::run_capture(spec, std::chrono::seconds(2));
+  return r && r.value().status == 0 && r.value().out.find("LISTEN") != std::string::npos;
+}
+
+inline void wait_listening(int ns_fd, int port) {
+  if (!eventually([&] { return listening(ns_fd, port); })) throw std::runtime_error("nothing listens on port " + std::to_string(port));
+}
+
+// True once the links of NL named IFNAMES have together sent BYTES more
+// than when asked (a transfer is under way), within TIMEOUT: a bounded
+// wait on what the kernel counts, where a test would otherwise sleep.
+inline bool traffic_flowing(testbed::Netlink& nl, const std::vector<std::string>& ifnames, uint64_t bytes,
+                            std::chrono::milliseconds timeout = std::chrono::milliseconds(15'000)) {
+  auto sent = [&] {
+    uint64_t n = 0;
+    if (auto links = nl.links())
+      for (const auto& l : links.value())
+        for (const auto& i : ifnames)
+          if (l.name == i) n += l.tx_bytes;
+    return n;
+  };
+  uint64_t start = sent();
+  return eventually([&] { return sent() >= start + bytes; }, timeout, std::chrono::milliseconds(20));
+}
+
+// A run brought up as `lanes up` does (LiveRun::start, held by the test
+// process), and down when the test ends.
+class ScopedRun {
+ public:
+  // WITH_SWITCHES: gobgpd and the FIB agent on every switch (SwitchRole);
+  // MORE: the roles deployed after it (hosts' containers, injectors).
+  // Without either: the bare namespaces and links, no supervisor.
+  explicit ScopedRun(const std::string& topology_file, bool with_switches = false, testbed::Roles more = {}) {
+    require_root();
+    testbed::LiveRunOptions o;
+    o.topology_xml = testbed::read_input_file(topology_file, "topology file");
+    o.topology_file = topology_file;
+    o.bin_dir = std::filesystem::path(lanes_bin()).parent_path().string();
+    o.held = true;  // dead with the test process: its supervisor stops, a clean removes it
+    if (with_switches) o.roles.push_back(std::make_shared<switches::SwitchRole>());
+    o.roles.insert(o.roles.end(), more.begin(), more.end());
+    auto run = testbed::LiveRun::start(testbed::load_topology(topology_file), reg_, o);
+    if (!run) throw run.error();
+    run_.emplace(std::move(run).value());
+  }
+  ScopedRun(const ScopedRun&) = delete;
+  ScopedRun& operator=(const ScopedRun&) = delete;
+
+  testbed::Fabric& tb() { return run_->tb(); }
+  const testbed::Topology& topo() { return run_->topology(); }
+  const std::string& id() const { return run_->id(); }
+  const testbed::RunRegistry& registry() const { return run_->registry(); }
+  int node(const std::string& name) { return topo().find_node(name); }
+
+  // Runs ARGV inside NODE's namespace and returns its exit status.
+  int run_in(const std::string& node_name, std::vector<std::string> argv) {
+    testbed::ProcessSpec spec;
+    spec.name = argv[0] + " on " + node_name;
+    spec.argv = std::move(argv);
+    spec.netns_fd = tb().netns(node(node_name)).fd();
+    spec.log_path = registry().dir(id()) + "/cmd.log";
+    auto d = testbed::Daemon::start(spec);
+    if (!d) return -1;
+    return d.value().wait();
+  }
+
+ private:
+  testbed::RunRegistry reg_;
+  std::optional<testbed::LiveRun> run_;
+};
+
+// The ICMP echo requests the kernel of network namespace NS_FD has
+// received (Icmp InEchos of its /proc/net/snmp, read by a thread that
+// entered it): what reached a node's own stack, BFD and BGP not counted.
+// -1 if the namespace could not be entered or read.
+inline long icmp_in_echos(int ns_fd) {
+  long n = -1;
+  std::thread t([&] {
+    if (::setns(ns_fd, CLONE_NEWNET) != 0) return;
+    std::ifstream in("/proc/thread-self/net/snmp");
+    std::string names, values;
+    while (std::getline(in, names) && std::getline(in, values)) {
+      if (names.rfind("Icmp:", 0) != 0) continue;
+      std::istringstream a(names), b(values);
+      std::string name, value;
+      while (a >> name && b >> value)
+        if (name == "InEchos") n = std::stol(value);
+      return;
+    }
+  });
+  t.join();
+  return n;
+}
+
+}  // namespace lanes::test
