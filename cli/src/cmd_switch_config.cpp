@@ -34,7 +34,7 @@ int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<
     return kExitBadInput;
   }
   if (vm.count("agent"))
-    out << render_agent_config(t, n).dump(2) << "\n";
+    out << render_agent_config(t, n).to_json().dump(2) << "\n";
   else
     out << render_gobgp_config(t, n);
   return kExitOk;

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   // modes they are read once a second; otherwise an idle agent sleeps (a
   // fleet has a thousand of them on two cores)
   loop.run([&]() -> std::optional<EventLoop::Clock::time_point> {
-    state_file.publish(agent.value()->state());
+    state_file.publish(agent.value()->state().to_json());
     if (agent.value()->has_counters()) return EventLoop::Clock::now() + std::chrono::seconds(1);
     return std::nullopt;
   });

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -349,8 +350,10 @@ void HostAgent::report_balance() {
   }
 }
 
-nlohmann::json HostAgent::state() const {
-  nlohmann::json out = {{"ready", true}, {"host", cfg_.host}, {"mode", cfg_.mode}};
+HostAgentState HostAgent::state() const {
+  HostAgentState out;
+  out.host = cfg_.host;
+  out.mode = cfg_.mode;
   std::vector<lanes_nic_stats> st;
   std::vector<uint64_t> flows;
   const auto& dp = dp_;
@@ -358,35 +361,91 @@ nlohmann::json HostAgent::state() const {
     if (auto s = dp->stats(static_cast<int>(nics_.size()))) st = s.value();
     if (auto f = dp->flows_per_nic(static_cast<int>(nics_.size()))) flows = f.value();
   }
-  nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : nics_) {
-    nlohmann::json j = {{"index", s.index}, {"ifname", s.ifname}, {"up", s.up},
-                        {"carrier", s.carrier}, {"bfd_ok", s.bfd_ok}, {"numa", s.numa}};
+    HostAgentState::Nic n{s.index, s.ifname, s.up, s.carrier, s.bfd_ok, s.numa, std::nullopt, std::nullopt};
     if (static_cast<size_t>(s.index) < st.size()) {
       const auto& x = st[static_cast<size_t>(s.index)];
-      j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},         {"rx_packets", x.rx_packets},
-                  {"rx_bytes", x.rx_bytes},     {"flows_active", x.flows_active}, {"flows_total", x.flows_total},
-                  {"moved", x.moved},           {"rebalanced", x.rebalanced}};
+      n.bpf = HostAgentState::Counters{x.tx_packets,   x.tx_bytes,    x.rx_packets, x.rx_bytes,
+                                       x.flows_active, x.flows_total, x.moved,      x.rebalanced};
     }
-    if (static_cast<size_t>(s.index) < flows.size()) j["flows"] = flows[static_cast<size_t>(s.index)];
-    arr.push_back(j);
+    if (static_cast<size_t>(s.index) < flows.size()) n.flows = flows[static_cast<size_t>(s.index)];
+    out.nics.push_back(std::move(n));
   }
-  out["nics"] = arr;
   if (dp) {
     // per-flow counters: the 256 largest flows
-    nlohmann::json fl = nlohmann::json::array();
+    out.flows.emplace();
     if (auto all = dp->flows()) {
       auto v = all.value();
       std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.bytes > b.second.bytes; });
       for (size_t i = 0; i < v.size() && i < 256; ++i) {
         const auto& [k, f] = v[i];
-        fl.push_back({{"nic", f.nic}, {"bytes", f.bytes}, {"packets", f.packets}, {"closed", f.closed != 0},
-                      {"proto", k.proto}, {"family", k.family}, {"sport", ntohs(k.sport)}, {"dport", ntohs(k.dport)}});
+        out.flows->push_back({static_cast<int>(f.nic), f.bytes, f.packets, f.closed != 0, k.proto, k.family,
+                              ntohs(k.sport), ntohs(k.dport)});
       }
     }
-    out["flows"] = fl;
   }
   return out;
+}
+
+nlohmann::json HostAgentState::to_json() const {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& n : nics) {
+    nlohmann::json j = {{"index", n.index}, {"ifname", n.ifname}, {"up", n.up},
+                        {"carrier", n.carrier}, {"bfd_ok", n.bfd_ok}, {"numa", n.numa}};
+    if (n.bpf) {
+      const auto& x = *n.bpf;
+      j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},         {"rx_packets", x.rx_packets},
+                  {"rx_bytes", x.rx_bytes},     {"flows_active", x.flows_active}, {"flows_total", x.flows_total},
+                  {"moved", x.moved},           {"rebalanced", x.rebalanced}};
+    }
+    if (n.flows) j["flows"] = *n.flows;
+    arr.push_back(std::move(j));
+  }
+  nlohmann::json out = {{"ready", true}, {"host", host}, {"mode", mode}, {"nics", std::move(arr)}};
+  if (flows) {
+    nlohmann::json fl = nlohmann::json::array();
+    for (const auto& f : *flows)
+      fl.push_back({{"nic", f.nic}, {"bytes", f.bytes}, {"packets", f.packets}, {"closed", f.closed},
+                    {"proto", f.proto}, {"family", f.family}, {"sport", f.sport}, {"dport", f.dport}});
+    out["flows"] = std::move(fl);
+  }
+  return out;
+}
+
+HostAgentState HostAgentState::from_json(const nlohmann::json& j) {
+  HostAgentState s;
+  s.host = j.value("host", "");
+  s.mode = j.value("mode", "");
+  for (const auto& n : j.value("nics", nlohmann::json::array())) {
+    Nic x{n.value("index", 0), n.value("ifname", ""), n.value("up", true), n.value("carrier", true),
+          n.value("bfd_ok", true), n.value("numa", 0), std::nullopt, std::nullopt};
+    if (n.contains("bpf")) {
+      const auto& b = n["bpf"];
+      auto u = [&](const char* k) { return b.value(k, uint64_t{0}); };
+      x.bpf = Counters{u("tx_packets"),   u("tx_bytes"),    u("rx_packets"), u("rx_bytes"),
+                       u("flows_active"), u("flows_total"), u("moved"),      u("rebalanced")};
+    }
+    if (n.contains("flows")) x.flows = n["flows"].get<uint64_t>();
+    s.nics.push_back(std::move(x));
+  }
+  if (j.contains("flows")) {
+    s.flows.emplace();
+    for (const auto& f : j["flows"])
+      s.flows->push_back({f.value("nic", -1), f.value("bytes", uint64_t{0}), f.value("packets", uint64_t{0}),
+                          f.value("closed", false), f.value("proto", 0), f.value("family", 0), f.value("sport", 0),
+                          f.value("dport", 0)});
+  }
+  return s;
+}
+
+std::optional<HostAgentState> read_host_agent_state(const testbed::RunLayout& run, const std::string& host) {
+  std::ifstream in(host_agent_files(run, host).state);
+  if (!in) return std::nullopt;
+  try {
+    return HostAgentState::from_json(nlohmann::json::parse(in));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace lanes::hostnet

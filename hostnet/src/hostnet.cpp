@@ -280,9 +280,9 @@ nlohmann::json HostRole::status(const RunRegistry& reg, const std::string& run_i
   if (node.kind != NodeKind::host || !node.job) return nullptr;
   // the host agent's view: NIC state, counters, BPF flows per NIC
   try {
-    std::ifstream in(host_agent_files(reg.layout(run_id), node.name).state);
-    if (!in) return nullptr;
-    auto st = nlohmann::json::parse(in);
+    auto state = read_host_agent_state(reg.layout(run_id), node.name);
+    if (!state) return nullptr;
+    auto st = state->to_json();
     st.erase("flows");
     auto bfd = bfd::bfd_status(reg.layout(run_id).node_dir("hosts", node.name), detailed);
     if (!detailed) return {{"nics", st.value("nics", nlohmann::json::array())}, {"bfd", bfd}};

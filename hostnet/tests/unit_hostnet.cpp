@@ -3,6 +3,8 @@
 // the kernel (its plan), without root.
 
 #include <catch2/catch.hpp>
+#include <fstream>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -94,6 +96,37 @@ TEST_CASE("the host agent's config is written and read back as the same struct",
   auto f = lanes::hostnet::host_agent_files(run, "h1");
   CHECK(f.config == "/run/lanes/ab12/hosts/h1/host-agent.json");
   CHECK(f.state == "/run/lanes/ab12/hosts/h1/host-agent-state.json");
+}
+
+TEST_CASE("the host agent's state is published and read back as the same struct, by its own reader", "[unit]") {
+  using lanes::hostnet::HostAgentState;
+  HostAgentState ecmp{"h1", "ecmp", {{0, "nic0", true, true, true, 0, std::nullopt, std::nullopt},
+                                     {1, "nic1", false, false, true, 1, std::nullopt, std::nullopt}}, std::nullopt};
+  HostAgentState bpf = ecmp;
+  bpf.mode = "bpf";
+  bpf.nics[0].bpf = HostAgentState::Counters{1, 2, 3, 4, 5, 6, 7, 8};
+  bpf.nics[0].flows = 5;
+  bpf.flows = std::vector<HostAgentState::Flow>{{0, 1000, 10, false, 6, 4, 40000, 5201}, {1, 10, 1, true, 6, 6, 40001, 179}};
+  for (const auto& st : {ecmp, bpf}) CHECK(HostAgentState::from_json(nlohmann::json::parse(st.to_json().dump())) == st);
+  // lanes status and the runner see the keys they always did
+  auto j = bpf.to_json();
+  CHECK(j["nics"][0]["bpf"]["moved"] == 7);
+  CHECK(j["nics"][1].contains("bpf") == false);
+  CHECK(j["flows"][1]["dport"] == 179);
+  CHECK(ecmp.to_json().contains("flows") == false);
+
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-agent-state-" + std::to_string(::getpid()));
+  lanes::testbed::RunLayout run(dir.string());
+  CHECK_FALSE(lanes::hostnet::read_host_agent_state(run, "h1"));  // none published yet
+  auto f = lanes::hostnet::host_agent_files(run, "h1");
+  std::filesystem::create_directories(std::filesystem::path(f.state).parent_path());
+  std::ofstream(f.state) << bpf.to_json().dump();
+  auto back = lanes::hostnet::read_host_agent_state(run, "h1");
+  REQUIRE(back);
+  CHECK(*back == bpf);
+  std::ofstream(f.state, std::ios::trunc) << "{\"nics\": [";  // torn: nothing, not a half
+  CHECK_FALSE(lanes::hostnet::read_host_agent_state(run, "h1"));
+  std::filesystem::remove_all(dir);
 }
 
 namespace {

@@ -28,12 +28,10 @@ tb::Result<std::vector<sw::BgpRoute>> LiveFabric::rib(int node, int family, cons
 }
 
 tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
-  auto status = sw::switch_status_json(run_.registry(), run_.id(), run_.topology().nodes.at(static_cast<size_t>(node)),
-                                       run_.tb().netns(node).fd());
-  if (status.contains("error")) return tb::os_error(EIO, status["error"].get<std::string>());
+  auto paths = sw::session_paths(run_.tb().netns(node).fd(), /*count_rib=*/true);
+  if (!paths) return tb::os_error(EIO, std::string("gobgpd does not answer: ") + paths.error().what());
   std::vector<SessionCounts> out;
-  for (const auto& s : status.value("sessions", nlohmann::json::array()))
-    out.push_back({s.value("neighbor", ""), s.value("received", uint64_t{0}), s.value("rejected", uint64_t{0})});
+  for (const auto& p : paths.value()) out.push_back({p.session.neighbor, p.session.received, p.rejected});
   return out;
 }
 

@@ -190,17 +190,13 @@ class PhaseRun final : public StepContext {
   uint64_t seed() const override { return opt_.seed; }
   std::map<int, int> bpf_flow_nics(const std::string& host, int port) override {
     std::map<int, int> nic_of;
-    try {
-      std::ifstream in(hostnet::host_agent_files(live_->registry().layout(live_->id()), host).state);
-      json st = json::parse(in);
-      for (const auto& f : st.value("flows", json::array())) {
-        if (f.value("proto", 0) != IPPROTO_TCP) continue;
-        int sport = f.value("sport", 0), dport = f.value("dport", 0), nic = f.value("nic", -1);
-        if (nic < 0 || static_cast<size_t>(nic) >= N(host).nics.size()) continue;
-        if (dport == port) nic_of[sport] = nic;
-        else if (sport == port) nic_of[dport] = nic;
-      }
-    } catch (const std::exception&) {
+    auto st = hostnet::read_host_agent_state(live_->registry().layout(live_->id()), host);
+    if (!st || !st->flows) return nic_of;
+    for (const auto& f : *st->flows) {
+      if (f.proto != IPPROTO_TCP) continue;
+      if (f.nic < 0 || static_cast<size_t>(f.nic) >= N(host).nics.size()) continue;
+      if (f.dport == port) nic_of[f.sport] = f.nic;
+      else if (f.sport == port) nic_of[f.dport] = f.nic;
     }
     return nic_of;
   }
@@ -667,17 +663,9 @@ class PhaseRun final : public StepContext {
                       (r ? ": exit " + std::to_string(r.value().status) : ": " + std::string(r.error().what())));
   }
 
-  json supervisor_daemons() {
-    std::ifstream in(tb::supervisor_state_path(live_->registry(), live_->id()));
-    try {
-      return json::parse(in).value("daemons", json::array());
-    } catch (const std::exception&) {
-      return json::array();
-    }
-  }
   pid_t daemon_pid(const std::string& node_name, const std::string& daemon) override {
-    for (const auto& d : supervisor_daemons())
-      if (d.value("node", "") == node_name && d.value("name", "") == daemon) return d.value("pid", 0);
+    for (const auto& d : tb::supervised_daemons(live_->registry(), live_->id()))
+      if (d.node == node_name && d.name == daemon) return d.pid;
     return 0;
   }
 
@@ -694,14 +682,9 @@ class PhaseRun final : public StepContext {
                       return scenarios::eventually(pred, timeout, every);
                     },
                     {},
-                    [this](const std::string& host) -> json {
-                      if (!live_) return nullptr;
-                      try {
-                        std::ifstream in(hostnet::host_agent_files(live_->registry().layout(live_->id()), host).state);
-                        return json::parse(in);
-                      } catch (const std::exception&) {
-                        return nullptr;
-                      }
+                    [this](const std::string& host) -> std::optional<hostnet::HostAgentState> {
+                      if (!live_) return std::nullopt;
+                      return hostnet::read_host_agent_state(live_->registry().layout(live_->id()), host);
                     }};
     Assertion a = plugin.check(st, ctx);
     a.line = st.line;
@@ -714,10 +697,10 @@ class PhaseRun final : public StepContext {
     if (!live_) return;
     std::error_code ec;
     std::filesystem::create_directories(dir_ + "/logs", ec);
-    for (const auto& e : std::filesystem::directory_iterator(live_->dir() + "/logs", ec))
+    for (const auto& e : std::filesystem::directory_iterator(live_->registry().layout(live_->id()).logs(), ec))
       std::filesystem::copy_file(e.path(), dir_ + "/logs/" + e.path().filename().string(),
                                  std::filesystem::copy_options::overwrite_existing, ec);
-    std::filesystem::copy_file(tb::events_path(live_->registry(), live_->id()), dir_ + "/events.jsonl",
+    std::filesystem::copy_file(live_->registry().layout(live_->id()).events(), dir_ + "/events.jsonl",
                                std::filesystem::copy_options::overwrite_existing, ec);
   }
 

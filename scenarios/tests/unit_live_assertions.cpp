@@ -34,7 +34,11 @@ struct Rig {
                          return pred();
                        },
                        {},
-                       [this](const std::string& host) { return agent_state.count(host) ? agent_state[host] : nlohmann::json(); }};
+                       // as the runner reads them: through the host agent's own reader
+                       [this](const std::string& host) -> std::optional<lanes::hostnet::HostAgentState> {
+                         if (!agent_state.count(host)) return std::nullopt;
+                         return lanes::hostnet::HostAgentState::from_json(agent_state[host]);
+                       }};
   }
   Step step(const char* type, std::map<std::string, std::string> attrs) {
     Step s;
@@ -386,6 +390,12 @@ TEST_CASE("live assertion nic-out: the NIC's share falls to nothing and, in the 
   auto unread = NicOut().check(st, ctx);
   CHECK_FALSE(unread.passed);
   CHECK(unread.message == "egress is a bpf mode, but its datapath's counters could not be read");
+  // nor is a state whose NIC carries no datapath counters
+  r.agent_state["h1"] = {{"nics", {{{"index", 2}}}}, {"flows", nlohmann::json::array()}};
+  auto uncounted = NicOut().check(st, ctx);
+  CHECK_FALSE(uncounted.passed);
+  CHECK(uncounted.message == "egress is a bpf mode, but its datapath's counters could not be read");
+  r.agent_state.clear();
   r.topo.nodes.at(static_cast<size_t>(r.topo.find_node("h1"))).job->egress = lanes::testbed::EgressMode::ecmp;
   // and a NIC still carrying its quarter fails on its share
   r.agent_state.clear();

@@ -33,6 +33,27 @@ AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
   return c;
 }
 
+nlohmann::json AgentConfig::to_json() const {
+  nlohmann::json ps = nlohmann::json::array(), ss = nlohmann::json::array();
+  for (const auto& p : ports)
+    ps.push_back({{"ifname", p.ifname}, {"peer", p.peer},         {"match", p.match},      {"gw4", p.gw4},
+                  {"gw6", p.gw6},       {"peer_mac", p.peer_mac}, {"sessions", p.sessions}});
+  for (const auto& s : statics) ss.push_back({{"dst", s.dst}, {"ifname", s.ifname}, {"gateway", s.gateway}});
+  nlohmann::json j = {{"node", node},
+                      {"api", api},
+                      {"resilient",
+                       {{"buckets", resilient.buckets},
+                        {"idle_timer_s", resilient.idle_timer_s},
+                        {"unbalanced_timer_s", resilient.unbalanced_timer_s}}},
+                      {"originate", originate},
+                      {"blackhole", blackhole},
+                      {"ports", ps},
+                      {"static", ss},
+                      {"stale_timeout_s", stale_timeout.count()}};
+  if (!bfd_socket.empty()) j["bfd_socket"] = bfd_socket;
+  return j;
+}
+
 // ---- NetlinkFib ----
 
 Status NetlinkFib::add_nexthop(uint32_t id, int oif, const std::string& gateway) {

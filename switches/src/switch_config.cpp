@@ -197,58 +197,47 @@ std::string render_gobgp_config(const Topology& t, int node) {
   return s;
 }
 
-nlohmann::json render_agent_config(const Topology& t, int node) {
+AgentConfig render_agent_config(const Topology& t, int node) {
   const Node& n = t.nodes.at(static_cast<size_t>(node));
   const Rack* rack = rack_of_switch(t, node);
-  nlohmann::json j;
-  j["node"] = n.name;
-  j["api"] = kGobgpApi;
+  AgentConfig c;
+  c.node = n.name;
+  c.api = kGobgpApi;
   SwitchParams sw = rack ? rack->sw : SwitchParams{};
-  j["resilient"] = {{"buckets", sw.buckets}, {"idle_timer_s", sw.idle_timer_s}, {"unbalanced_timer_s", sw.unbalanced_timer_s}};
-  nlohmann::json originate = nlohmann::json::array(), blackhole = nlohmann::json::array();
+  c.resilient = {sw.buckets, sw.idle_timer_s, sw.unbalanced_timer_s};
   if (rack) {
-    originate.push_back(rack->block4.to_string());
-    originate.push_back(rack->block6.to_string());
-    blackhole.push_back(rack->block4.to_string());
-    blackhole.push_back(rack->block6.to_string());
+    c.originate = {rack->block4.to_string(), rack->block6.to_string()};
+    c.blackhole = {rack->block4.to_string(), rack->block6.to_string()};
   }
-  for (const auto& p : server_prefixes(t, node)) originate.push_back(p);
-  j["originate"] = originate;
-  j["blackhole"] = blackhole;
+  for (const auto& p : server_prefixes(t, node)) c.originate.push_back(p);
   // every port: which BGP next hops it stands for, and the gateway per family
-  nlohmann::json ports = nlohmann::json::array(), statics = nlohmann::json::array();
   for (size_t k = 0; k < t.links.size(); ++k) {
     const Link& l = t.links[k];
     if (l.a.node != node && l.b.node != node) continue;
     const Endpoint& me = l.a.node == node ? l.a : l.b;
     const Endpoint& peer = l.a.node == node ? l.b : l.a;
-    nlohmann::json match = {peer.addr4.addr.to_string(), peer.addr6.addr.to_string()};
+    AgentPort port{me.ifname,
+                   t.nodes[peer.node].name,
+                   {peer.addr4.addr.to_string(), peer.addr6.addr.to_string()},
+                   peer.addr4.addr.to_string(),
+                   peer.addr6.addr.to_string(),
+                   to_string(link_mac(k, l.a.node == node ? 1 : 0)),
+                   {}};
     if (l.kind == LinkKind::host_nic) {
       const Nic& nic = t.nodes[l.b.node].nics[l.nic];
-      match.push_back(nic.job_addr4.addr.to_string());
-      match.push_back(nic.job_addr6.addr.to_string());
+      port.match.push_back(nic.job_addr4.addr.to_string());
+      port.match.push_back(nic.job_addr6.addr.to_string());
       // the job's per-NIC addresses live behind this port
       const auto& job = *t.nodes[l.b.node].job;
-      if (job.has4())
-        statics.push_back({{"dst", nic.job_addr4.str()}, {"ifname", me.ifname}, {"gateway", peer.addr4.addr.to_string()}});
-      if (job.has6())
-        statics.push_back({{"dst", nic.job_addr6.str()}, {"ifname", me.ifname}, {"gateway", peer.addr6.addr.to_string()}});
+      if (job.has4()) c.statics.push_back({nic.job_addr4.str(), me.ifname, peer.addr4.addr.to_string()});
+      if (job.has6()) c.statics.push_back({nic.job_addr6.str(), me.ifname, peer.addr6.addr.to_string()});
+      // the injector session riding this port: reset when it loses carrier
+      if (has_injector_session(t.nodes[l.b.node], l.nic))
+        port.sessions.push_back(injector_session_address(t.nodes[l.b.node], l.nic));
     }
-    // the injector session riding this port: reset when it loses carrier
-    nlohmann::json sessions = nlohmann::json::array();
-    if (l.kind == LinkKind::host_nic && has_injector_session(t.nodes[l.b.node], l.nic))
-      sessions.push_back(injector_session_address(t.nodes[l.b.node], l.nic));
-    ports.push_back({{"ifname", me.ifname},
-                     {"peer", t.nodes[peer.node].name},
-                     {"match", match},
-                     {"gw4", peer.addr4.addr.to_string()},
-                     {"gw6", peer.addr6.addr.to_string()},
-                     {"peer_mac", to_string(link_mac(k, l.a.node == node ? 1 : 0))},
-                     {"sessions", sessions}});
+    c.ports.push_back(std::move(port));
   }
-  j["ports"] = ports;
-  j["static"] = statics;
-  return j;
+  return c;
 }
 
 }  // namespace lanes::switches

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "lanes/bfd/bfdd.hpp"
 #include "lanes/testbed/supervisor.hpp"
@@ -14,6 +15,33 @@ namespace lanes::switches {
 
 using namespace lanes::testbed;
 
+Result<std::vector<SessionPaths>> session_paths(int ns_fd, bool count_rib) {
+  auto client = GobgpClient::connect(ns_fd);
+  if (!client) return client.error();
+  auto peers = client.value().sessions();
+  if (!peers) return peers.error();
+  // paths in the RIB per source neighbor: what got past import policy.
+  // GoBGP's own per-neighbor "accepted" ignores global import policy, so
+  // rejected = received (its Adj-RIB-In count) - paths in the RIB from it;
+  // one RIB dump per family, no call per neighbor.
+  std::map<std::string, uint64_t> in_rib;
+  if (count_rib)
+    for (int fam : {AF_INET, AF_INET6})
+      if (auto rib = client.value().routes(fam))
+        for (const auto& r : rib.value()) ++in_rib[r.neighbor];
+  std::vector<SessionPaths> out;
+  for (auto& p : peers.value()) {
+    uint64_t acc = count_rib ? std::min(p.received, in_rib[p.neighbor]) : 0;
+    uint64_t rej = count_rib ? p.received - acc : 0;
+    out.push_back({std::move(p), acc, rej});
+  }
+  // gobgpd lists its neighbors in no fixed order
+  std::sort(out.begin(), out.end(), [](const SessionPaths& a, const SessionPaths& b) {
+    return std::tie(a.session.description, a.session.neighbor) < std::tie(b.session.description, b.session.neighbor);
+  });
+  return out;
+}
+
 // A switch's BGP sessions (from gobgpd), its groups (from its FIB agent) and
 // its daemons (from the supervisor).
 nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id, const Node& n, int ns_fd,
@@ -21,38 +49,20 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id,
   nlohmann::json j;
   nlohmann::json sessions = nlohmann::json::array();
   uint64_t rejected_total = 0;
-  auto client = GobgpClient::connect(ns_fd);
-  auto peers = client ? client.value().sessions() : Result<std::vector<BgpSession>>(client.error());
-  // paths in the RIB per source neighbor: what got past import policy.
-  // GoBGP's own per-neighbor "accepted" ignores global import policy, so
-  // rejected = received (its Adj-RIB-In count) - paths in the RIB from it;
-  // one RIB dump per family, no call per neighbor.
-  std::map<std::string, uint64_t> in_rib;
-  if (peers && with_rib)
-    for (int fam : {AF_INET, AF_INET6})
-      if (auto rib = client.value().routes(fam))
-        for (const auto& r : rib.value()) ++in_rib[r.neighbor];
-  if (peers) {
+  if (auto peers = session_paths(ns_fd, with_rib)) {
     for (const auto& p : peers.value()) {
-      nlohmann::json s = {{"neighbor", p.neighbor},
-                          {"description", p.description},
-                          {"peer_as", p.peer_as},
-                          {"state", session_state_name(p.state)},
-                          {"received", p.received}};
+      nlohmann::json s = {{"neighbor", p.session.neighbor},
+                          {"description", p.session.description},
+                          {"peer_as", p.session.peer_as},
+                          {"state", session_state_name(p.session.state)},
+                          {"received", p.session.received}};
       if (with_rib) {
-        uint64_t acc = std::min(p.received, in_rib[p.neighbor]);
-        uint64_t rej = p.received - acc;
-        rejected_total += rej;
-        s["accepted"] = acc;
-        s["rejected"] = rej;
+        rejected_total += p.rejected;
+        s["accepted"] = p.accepted;
+        s["rejected"] = p.rejected;
       }
       sessions.push_back(std::move(s));
     }
-    // gobgpd lists its neighbors in no fixed order
-    std::sort(sessions.begin(), sessions.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-      return std::make_pair(a["description"].get<std::string>(), a["neighbor"].get<std::string>()) <
-             std::make_pair(b["description"].get<std::string>(), b["neighbor"].get<std::string>());
-    });
   } else {
     j["error"] = std::string("gobgpd does not answer: ") + peers.error().what();
   }
@@ -69,17 +79,12 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id,
     }
     j["bfd"] = bfd::bfd_status(f.dir, with_rib);
     std::ifstream cfg(f.agent_config);
-    if (cfg) j["announced"] = nlohmann::json::parse(cfg).value("originate", nlohmann::json::array());
+    if (cfg) j["announced"] = AgentConfig::from_json(nlohmann::json::parse(cfg)).originate;
   } catch (const std::exception&) {
   }
   nlohmann::json daemons = nlohmann::json::array();
-  try {
-    std::ifstream in(supervisor_state_path(reg, id));
-    if (in)
-      for (const auto& d : nlohmann::json::parse(in).value("daemons", nlohmann::json::array()))
-        if (d.value("node", "") == n.name) daemons.push_back(d);
-  } catch (const std::exception&) {
-  }
+  for (const auto& d : supervised_daemons(reg, id))
+    if (d.node == n.name) daemons.push_back(d.to_json());
   j["daemons"] = daemons;
   int crashes = 0;
   for (const auto& e : read_events(reg, id))

@@ -44,8 +44,8 @@ Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std
       std::ofstream o(f.agent_config, std::ios::trunc);
       auto agent = render_agent_config(t, static_cast<int>(i));
       // the verdicts of the switch's bfdd (deploy_switches starts it)
-      if (!bfd::bfd_links(t, static_cast<int>(i)).empty()) agent["bfd_socket"] = bfd::bfdd_files(f.dir).socket;
-      o << agent.dump(2) << "\n";
+      if (!bfd::bfd_links(t, static_cast<int>(i)).empty()) agent.bfd_socket = bfd::bfdd_files(f.dir).socket;
+      o << agent.to_json().dump(2) << "\n";
       if (!o) return errno_error("writing " + f.agent_config);
     }
     ProcessSpec check{"gobgpd --dry-run", {"gobgpd", "--dry-run", "-f", f.gobgp_config, "-t", "toml"}};

@@ -132,7 +132,7 @@ class FakeFib : public KernelFib {
 
 inline AgentConfig four_nic_config() {
   auto t = load_topology(topology("laptop.xml"));
-  return AgentConfig::from_json(render_agent_config(t, t.find_node("r1-tor")));
+  return render_agent_config(t, t.find_node("r1-tor"));
 }
 
 inline const std::vector<std::string> kH1 = {"198.19.1.0", "198.19.1.1", "198.19.1.2", "198.19.1.3"};

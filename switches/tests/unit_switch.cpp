@@ -48,19 +48,21 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(nb[1].address == aph.nics[1].job_addr4.addr.to_string());
   auto apa = render_agent_config(ap, ap.find_node("r-tor"));
   // the port of each session resets it on carrier loss; NICs 2 and 3 carry none
-  CHECK(apa["ports"][0]["sessions"] == nlohmann::json::array({nb[0].address}));
-  CHECK(apa["ports"][1]["sessions"] == nlohmann::json::array({nb[1].address}));
-  CHECK(apa["ports"][2]["sessions"].empty());
+  CHECK(apa.ports[0].sessions == std::vector<std::string>{nb[0].address});
+  CHECK(apa.ports[1].sessions == std::vector<std::string>{nb[1].address});
+  CHECK(apa.ports[2].sessions.empty());
   std::string cfg = render_gobgp_config(ap, ap.find_node("r-tor"));
   CHECK(cfg.find("[neighbors.add-paths.config]\n    receive = true") != std::string::npos);
   // each of the host's 4 NICs' paths counts: 2 prefixes a session, 4 paths each
   CHECK(cfg.find("max-prefixes = 8") != std::string::npos);
   CHECK(cfg.find("max-prefixes = 2") == std::string::npos);
-  CHECK(apa["resilient"]["buckets"] == 32);
+  CHECK(apa.resilient.buckets == 32);
   // the peer's MAC on every port, for its permanent neighbours after a flap
-  CHECK(apa["ports"][0]["peer_mac"] == to_string(link_mac(0, 1)));
-  CHECK(apa["resilient"]["unbalanced_timer_s"] == 3);
-  CHECK(AgentConfig::from_json(apa).resilient.unbalanced_timer_s == 3);
+  CHECK(apa.ports[0].peer_mac == to_string(link_mac(0, 1)));
+  CHECK(apa.resilient.unbalanced_timer_s == 3);
+  // the file the agent reads is the config the switch role wrote, whole
+  CHECK(AgentConfig::from_json(apa.to_json()) == apa);
+  CHECK(apa.to_json()["resilient"]["unbalanced_timer_s"] == 3);
   CHECK(four_nic_config().resilient.unbalanced_timer_s == 1);  // the default
 
   // an IPv6-only job: its sessions over IPv6, it owns its /128 only
@@ -76,7 +78,7 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(c6.find("task4-h") == std::string::npos);
   CHECK(c6.find(h6.job->task_ip4.to_string()) == std::string::npos);
   auto a6 = render_agent_config(v6, v6.find_node("r-tor"));
-  CHECK(a6["static"].size() == 2);  // the job's IPv6 NIC addresses only
+  CHECK(a6.statics.size() == 2);  // the job's IPv6 NIC addresses only
 }
 
 TEST_CASE("FIB agent makes a four-member group from four paths and a withdrawal shrinks it in place", "[unit]") {

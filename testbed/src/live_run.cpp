@@ -77,14 +77,14 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
       std::error_code ec;
       std::string keep = "/tmp/lanes-failed-" + id;
       std::filesystem::remove_all(keep, ec);
-      std::filesystem::rename(reg.dir(id) + "/logs", keep, ec);
+      const std::string logs = reg.layout(id).logs();
+      std::filesystem::rename(logs, keep, ec);
       (void)reg.remove_dir(id);
       // the logs' new place in the message, in place of the old one; the
       // reason (the code's words) is appended once, as before
       std::string msg = message_of(why);
       if (!ec) {
-        for (size_t at; (at = msg.find(reg.dir(id) + "/logs")) != std::string::npos;)
-          msg.replace(at, reg.dir(id).size() + 5, keep);
+        for (size_t at; (at = msg.find(logs)) != std::string::npos;) msg.replace(at, logs.size(), keep);
         msg += " (logs kept in " + keep + ")";
       }
       return std::system_error(why.code(), msg);

@@ -340,8 +340,7 @@ class Supervisor {
     nlohmann::json d = nlohmann::json::array();
     for (auto& m : managed_)
       if (m.daemon.pid() > 0 || m.restarts > 0)
-        d.push_back({{"node", m.req.node}, {"name", m.req.name}, {"pid", m.daemon.pid()}, {"restarts", m.restarts},
-                     {"log", m.spec.log_path}});
+        d.push_back(SupervisedDaemon{m.req.node, m.req.name, m.daemon.pid(), m.restarts, m.spec.log_path}.to_json());
     sup_["daemons"] = d;
     write_json_atomic(supervisor_state_path(reg_, id_), sup_);
   }
@@ -373,6 +372,28 @@ class Supervisor {
 };
 
 }  // namespace
+
+nlohmann::json SupervisedDaemon::to_json() const {
+  return {{"node", node}, {"name", name}, {"pid", pid}, {"restarts", restarts}, {"log", log}};
+}
+
+SupervisedDaemon SupervisedDaemon::from_json(const nlohmann::json& j) {
+  return {j.value("node", ""), j.value("name", ""), j.value("pid", pid_t{0}), j.value("restarts", 0),
+          j.value("log", "")};
+}
+
+std::vector<SupervisedDaemon> supervised_daemons(const RunRegistry& reg, const std::string& run_id) {
+  std::vector<SupervisedDaemon> out;
+  std::ifstream in(supervisor_state_path(reg, run_id));
+  if (!in) return out;
+  try {
+    for (const auto& d : nlohmann::json::parse(in).value("daemons", nlohmann::json::array()))
+      out.push_back(SupervisedDaemon::from_json(d));
+  } catch (const std::exception&) {
+    out.clear();
+  }
+  return out;
+}
 
 std::string supervisor_state_path(const RunRegistry& reg, const std::string& run_id) {
   return reg.layout(run_id).supervisor();

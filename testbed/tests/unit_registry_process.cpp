@@ -17,6 +17,7 @@
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/rootless.hpp"
 #include "lanes/testbed/run_registry.hpp"
+#include "lanes/testbed/supervisor.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;
@@ -90,6 +91,23 @@ TEST_CASE("run registry creates locks saves loads lists and removes runs", "[uni
   CHECK(reg.list() == std::vector<std::string>{id});
   REQUIRE(reg.remove_dir(id).ok());
   CHECK(reg.list().empty());
+}
+
+TEST_CASE("the supervisor's daemons are read back by its own reader, and none from a file torn or missing", "[unit]") {
+  TempDir tmp;
+  RunRegistry reg(tmp.path.string());
+  auto id = reg.new_id();
+  std::filesystem::create_directories(reg.dir(id));
+  CHECK(supervised_daemons(reg, id).empty());
+  SupervisedDaemon d{"r1-tor", "gobgpd", 4242, 1, "/x/logs/r1-tor-gobgpd.log"};
+  std::ofstream(supervisor_state_path(reg, id)) << nlohmann::json{{"ready", true}, {"daemons", {d.to_json()}}}.dump();
+  auto back = supervised_daemons(reg, id);
+  REQUIRE(back.size() == 1);
+  CHECK((back[0].node == "r1-tor" && back[0].name == "gobgpd" && back[0].pid == 4242 && back[0].restarts == 1 &&
+         back[0].log == d.log));
+  CHECK(supervisor_state_path(reg, id) == reg.layout(id).supervisor());
+  std::ofstream(supervisor_state_path(reg, id), std::ios::trunc) << "{\"daemons\": [";
+  CHECK(supervised_daemons(reg, id).empty());
 }
 
 TEST_CASE("a run being created is never seen dead and a probe never makes a lock fail", "[unit]") {

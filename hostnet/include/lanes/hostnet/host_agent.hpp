@@ -44,6 +44,42 @@ struct HostAgentConfig {
   bool operator==(const HostAgentConfig&) const = default;
 };
 
+// What the host agent publishes (host_agent_files(...).state) and what
+// lanes status and the scenario runner read, through read_host_agent_state:
+// no one else spells its file or its keys.
+struct HostAgentState {
+  struct Counters {  // the datapath's, per NIC (bpf modes)
+    uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+    uint64_t flows_active = 0, flows_total = 0;
+    uint64_t moved = 0;       // flows moved away from the NIC when it went down
+    uint64_t rebalanced = 0;  // flows moved onto it from a busier one after a NIC returned
+    bool operator==(const Counters&) const = default;
+  };
+  struct Nic {
+    int index = 0;
+    std::string ifname;
+    bool up = true, carrier = true, bfd_ok = true;  // up: in use (carrier, and BFD agrees)
+    int numa = 0;
+    std::optional<Counters> bpf;   // the datapath's counters (bpf modes)
+    std::optional<uint64_t> flows;  // flows the datapath placed on it (bpf modes)
+    bool operator==(const Nic&) const = default;
+  };
+  struct Flow {  // one flow of the datapath's flow table
+    int nic = -1;
+    uint64_t bytes = 0, packets = 0;
+    bool closed = false;
+    int proto = 0, family = 0, sport = 0, dport = 0;
+    bool operator==(const Flow&) const = default;
+  };
+  std::string host, mode;
+  std::vector<Nic> nics;
+  std::optional<std::vector<Flow>> flows;  // the 256 largest flows (bpf modes)
+
+  static HostAgentState from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  bool operator==(const HostAgentState&) const = default;
+};
+
 struct HostAgentFiles {
   std::string config;  // <run>/hosts/<host>/host-agent.json (HostAgentConfig)
   std::string state;   // <run>/hosts/<host>/host-agent-state.json (HostAgent::state)
@@ -55,6 +91,9 @@ struct HostAgentFiles {
 testbed::ResilientParams egress_group_params();
 
 HostAgentFiles host_agent_files(const testbed::RunLayout& run, const std::string& host);
+// The state HOST's agent last published; nullopt while it has published
+// none, or when the file cannot be read or parsed.
+std::optional<HostAgentState> read_host_agent_state(const testbed::RunLayout& run, const std::string& host);
 
 class HostAgent {
  public:
@@ -75,7 +114,7 @@ class HostAgent {
   void bfd_changed(const std::map<std::string, bool>& usable);
   // NIC state and the datapath's counters (the links' own counters are the
   // kernel's to tell: lanes status and the runner read them over netlink).
-  nlohmann::json state() const;
+  HostAgentState state() const;
   size_t nic_count() const { return nics_.size(); }
   // The datapath's counters move without an event (the bpf modes): only
   // then has state() to be read again on a timer.

@@ -11,9 +11,11 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "lanes/hostnet/host_agent.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/scenarios/scenario.hpp"
@@ -33,8 +35,8 @@ struct LiveContext {
       eventually;
   std::map<std::string, double> figures;  // named figures the assertion adds to the results
   // HOST's host agent state as it published it last (its NICs' datapath
-  // counters in the bpf modes); null if there is none
-  std::function<nlohmann::json(const std::string& host)> host_agent_state;
+  // counters and flows in the bpf modes); nullopt if there is none
+  std::function<std::optional<hostnet::HostAgentState>(const std::string& host)> host_agent_state;
 };
 
 class LiveAssertion {

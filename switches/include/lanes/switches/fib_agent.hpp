@@ -41,12 +41,14 @@ struct AgentPort {
   // connected eBGP peers ("fast external fallover"), so the session is
   // ready to come back the moment the NIC does
   std::vector<std::string> sessions;
+  bool operator==(const AgentPort&) const = default;
 };
 
 struct AgentStatic {
   std::string dst;  // "198.19.1.0/32"
   std::string ifname;
   std::string gateway;
+  bool operator==(const AgentStatic&) const = default;
 };
 
 struct AgentConfig {
@@ -60,7 +62,11 @@ struct AgentConfig {
   std::chrono::seconds stale_timeout{45};
   std::string bfd_socket;  // lanes-bfdd's verdicts on the ports ("" = no BFD)
 
+  // The agent's config file (switch_files(...).agent_config): written by
+  // the switch role's deploy step, read by lanes-fib-agent.
   static AgentConfig from_json(const nlohmann::json& j);
+  nlohmann::json to_json() const;
+  bool operator==(const AgentConfig&) const = default;
 };
 
 // What the agent needs from the kernel.

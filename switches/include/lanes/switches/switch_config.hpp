@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lanes/switches/fib_agent.hpp"
 #include "lanes/testbed/model.hpp"
 
 namespace lanes::switches {
@@ -30,6 +31,6 @@ std::vector<SwitchNeighbor> switch_neighbors(const Topology& topo, int node);
 // gobgpd's TOML configuration for NODE.
 std::string render_gobgp_config(const Topology& topo, int node);
 // The FIB agent's configuration for NODE.
-nlohmann::json render_agent_config(const Topology& topo, int node);
+AgentConfig render_agent_config(const Topology& topo, int node);
 
 }  // namespace lanes::switches

@@ -6,7 +6,9 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "lanes/switches/gobgp_client.hpp"
 #include "lanes/testbed/deploy.hpp"
 #include "lanes/testbed/model.hpp"
 #include "lanes/testbed/result.hpp"
@@ -19,6 +21,7 @@ using testbed::DeployContext;
 using testbed::Node;
 using testbed::Role;
 using testbed::RunRegistry;
+using testbed::Result;
 using testbed::Status;
 using testbed::Topology;
 
@@ -39,6 +42,17 @@ Status write_switch_configs(const Topology& topo, const RunRegistry& reg, const 
 // The switch role's deploy step: the configurations, then a gobgpd and a
 // FIB agent request per switch.
 Status deploy_switches(DeployContext& ctx);
+
+// A switch's BGP session as gobgpd has it, with the paths its import
+// policy accepted and rejected (COUNT_RIB: counted from one RIB dump per
+// family; 0 otherwise).
+struct SessionPaths {
+  BgpSession session;
+  uint64_t accepted = 0, rejected = 0;
+};
+// The sessions of the gobgpd in namespace NS_FD, ordered by description
+// and neighbor.
+Result<std::vector<SessionPaths>> session_paths(int ns_fd, bool count_rib);
 
 // What `lanes status` shows for switch NODE of a running run: BGP sessions
 // (state, received, accepted, rejected), the FIB agent's routes, daemons.

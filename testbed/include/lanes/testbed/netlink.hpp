@@ -147,6 +147,7 @@ struct ResilientParams {
   uint16_t buckets = 128;
   uint32_t idle_timer_s = 120;
   uint32_t unbalanced_timer_s = 0;
+  bool operator==(const ResilientParams&) const = default;
 };
 
 class Netlink {

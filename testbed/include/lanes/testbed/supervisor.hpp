@@ -28,6 +28,20 @@ std::string supervisor_state_path(const RunRegistry& reg, const std::string& run
 std::string events_path(const RunRegistry& reg, const std::string& run_id);
 std::vector<nlohmann::json> read_events(const RunRegistry& reg, const std::string& run_id);
 
+// A daemon the supervisor keeps, as it publishes it in supervisor.json.
+struct SupervisedDaemon {
+  std::string node, name;
+  pid_t pid = 0;  // 0 while it is not running
+  int restarts = 0;
+  std::string log;
+  nlohmann::json to_json() const;
+  static SupervisedDaemon from_json(const nlohmann::json& j);
+};
+// The daemons of RUN_ID's supervisor as it last published them (none
+// before it has, or when its file cannot be read): the one reader of
+// supervisor.json outside the supervisor.
+std::vector<SupervisedDaemon> supervised_daemons(const RunRegistry& reg, const std::string& run_id);
+
 // The process a supervisor watches: the lanes process that made the run.
 // While the run is held by it (being built, or made by lanes run without
 // --keep) the supervisor stops its daemons and exits as soon as that
