@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "datapath.skel.h"
+#include "lanes/testbed/libbpf_log.hpp"
 #include "lanes/testbed/log.hpp"
 
 namespace lanes::hostnet {
@@ -38,6 +39,7 @@ Datapath& Datapath::operator=(Datapath&& o) noexcept {
 }
 
 Result<Datapath> Datapath::open_and_load() {
+  testbed::libbpf_to_log();
   Datapath d;
   d.skel_ = datapath_bpf__open();
   if (!d.skel_) return os_error(errno, "opening the datapath BPF skeleton");

@@ -34,9 +34,9 @@
 //                            [--bind A,B,...] [--seconds S]
 //       sends probes on N paths (one socket and source port each, path i
 //       bound to the i-th address of --bind, cyclically) until SIGTERM.
-//   lanes-traffic collective ...: one rank of a ring collective (collective.cpp)
+//   lanes-traffic collective ...: one rank of a ring collective (collective_rank.cpp)
 //   lanes-traffic training ... / store ...: a training job's rank and its
-//       checkpoints' storage server (training.cpp)
+//       checkpoints' storage server (training_rank.cpp)
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

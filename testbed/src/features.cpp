@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include <bpf/libbpf.h>
 
+#include "lanes/testbed/libbpf_log.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -121,20 +121,8 @@ KernelFeatures probe_kernel_features() {
                "lanes' own BPF program, silent drops nftables); ";
   if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
   {
-    // libbpf's own messages go to the logging facade; while the probe
-    // loads, its complaints are the probe's answer, not a warning
-    static constexpr auto print = [](enum libbpf_print_level level, const char* format, va_list args, bool quiet) {
-      char buf[1024];
-      int n = std::vsnprintf(buf, sizeof buf, format, args);
-      std::string_view msg(buf, n > 0 ? std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1) : 0);
-      while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
-      if (level == LIBBPF_WARN && !quiet)
-        log::warn("{}", msg);
-      else
-        log::debug("{}", msg);
-      return 0;
-    };
-    libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, true); });
+    // while the probe loads, libbpf's complaints are its answer, not a warning
+    QuietLibbpf quiet;
     // load (never attach) the probe program from its embedded skeleton
     probe_bpf* skel = probe_bpf__open();
     int err = skel ? probe_bpf__load(skel) : -errno;
@@ -143,7 +131,6 @@ KernelFeatures probe_kernel_features() {
     f.rootless = rootless::world_base().has_value();
     if (!f.bpf && f.rootless) f.bpf_error += ": lanes without root runs in a user namespace, which grants no BPF";
     probe_bpf__destroy(skel);
-    libbpf_set_print([](enum libbpf_print_level l, const char* fmt, va_list a) { return print(l, fmt, a, false); });
   }
   if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
                          "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss, duplication or corruption; ";

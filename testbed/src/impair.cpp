@@ -1,4 +1,5 @@
 #include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/libbpf_log.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/rootless.hpp"
 
@@ -27,13 +28,6 @@
 namespace lanes::testbed {
 
 namespace {
-// libbpf logs what the kernel says of an expected failure (a clsact qdisc
-// that is there already, or a filter that is not): unsaid meanwhile
-struct QuietLibbpf {
-  libbpf_print_fn_t old = libbpf_set_print(nullptr);
-  ~QuietLibbpf() { libbpf_set_print(old); }
-};
-
 // its own place on the device's egress hook: lanes' datapath programs use handle 1
 constexpr uint32_t kHandle = 0x1a;
 constexpr uint32_t kPriority = 7;

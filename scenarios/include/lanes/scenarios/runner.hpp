@@ -1,7 +1,9 @@
 #pragma once
 // Runs a scenario: for each phase, brings its topology up (a LiveRun: the
 // namespaces, hostnet, the injectors, the switches' gobgpd and FIB agents),
-// samples every job host's NIC counters every 100 ms, runs the steps —
+// samples the NIC counters of the job hosts its steps name (a workload's
+// hosts as the workload says, a fault's or an assertion's host, victim,
+// rogue, from, to or rack) every 100 ms, runs the steps —
 // workloads through lanes-traffic, faults, waits, live assertions — and
 // takes it down again; then evaluates the scenario's assertions on what
 // was measured.
