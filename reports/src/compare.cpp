@@ -64,10 +64,16 @@ Change classify(bool in_a, bool in_b, bool a_passed, bool b_passed, std::optiona
 
 namespace {
 
-// the figures a workload is judged by, where it has them
-constexpr const char* kFigures[] = {"throughput_gbps", "line_share", "seconds",    "retransmits", "connection_errors",
-                                    "p99_ms",          "p99_final_ms", "busbw_gbps", "algbw_gbps", "efficiency",
-                                    "time_s",          "blackout_ms"};
+// the figures a workload is judged by: those its plug-in declared compared
+// (either side's declarations, A's first)
+std::vector<std::string> compared_figures(const WorkloadResult* a, const WorkloadResult* b) {
+  std::vector<std::string> out;
+  for (const auto* w : {a, b})
+    if (w)
+      for (const auto& d : w->declared)
+        if (d.compared && std::find(out.begin(), out.end(), d.key) == out.end()) out.push_back(d.key);
+  return out;
+}
 
 // what a phase's config holds of its setup (the rest are readings: the
 // convergence time, what faults recorded, how busy the CPU was)
@@ -155,7 +161,7 @@ Comparison compare_runs(const RunResult& a, const RunResult& b, const CompareThr
                            [](const WorkloadResult& w) { return w.name; }, wnames);
       for (size_t k = 0; k < works.size(); ++k) {
         auto [wa, wb] = works[k];
-        for (const char* f : kFigures) {
+        for (const auto& f : compared_figures(wa, wb)) {
           auto num = [&](const WorkloadResult* w) -> std::optional<double> {
             if (!w || !w->figures.contains(f) || !w->figures[f].is_number()) return std::nullopt;
             return w->figures[f].get<double>();

@@ -422,37 +422,21 @@ std::string topology_svg(const TopologyView& t) {
   return o.str();
 }
 
+// Whether W's plug-in declared figure KEY (a results file from before
+// lanes wrote declarations: every figure it has counts)
+bool declares(const WorkloadResult& w, const std::string& key) {
+  if (w.declared.empty()) return true;
+  return std::any_of(w.declared.begin(), w.declared.end(), [&](const FigureDecl& d) { return d.key == key; });
+}
+
+// A workload's figures as its plug-in said them (results.json carries the
+// sentence); a results file from before lanes wrote one shows its figures.
 std::string figure_text(const WorkloadResult& w) {
-  const auto& f = w.figures;
-  auto d = [&](const char* k) { return f.value(k, 0.0); };
-  std::string verified = f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified";
-  if (w.type == "checkpoint-save" || w.type == "checkpoint-restore") {
-    std::string placed;
-    for (const auto& n : f.value("bpf_flows_per_nic", nlohmann::json::array()))
-      placed += (placed.empty() ? " · BPF flows per NIC " : " ") + std::to_string(n.get<int>());
-    return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits{}", d("throughput_gbps"),
-                       d("seconds"), f.value("connection_errors", 0), verified, f.value("retransmits", 0), placed);
-  }
-  if (w.type == "collective")
-    return fmt::format("{} among {} ranks in {:.3f} s · algbw {:.3f} Gbit/s · busbw {:.3f} Gbit/s ({:.0f}% of the line) · "
-                       "{} errors · {} · {} retransmits",
-                       f.value("op", std::string("collective")), f.value("ranks", 0), d("time_s"), d("algbw_gbps"),
-                       d("busbw_gbps"), 100 * d("efficiency"), f.value("connection_errors", 0), verified,
-                       f.value("retransmits", 0));
-  if (w.type == "training")
-    return fmt::format("JCT {:.2f} s · {} of {} steps · GPUs idle {:.0f}% · {} checkpoints (mean {:.2f} s) · "
-                       "{} steps lost · {} errors · {}",
-                       d("jct_s"), f.value("steps_done", 0), f.value("steps", 0), 100 * d("wait_fraction"),
-                       f.value("saves", 0), d("save_mean_s"), f.value("steps_lost", 0), f.value("connection_errors", 0),
-                       verified);
-  if (w.type == "probe")
-    return fmt::format("longest blackout {:.0f} ms ({}) · {} probes lost", d("blackout_ms"),
-                       f.value("worst_path", std::string("-")), f.value("lost", 0));
-  std::string setup = f.contains("connect_p99_ms")
-                          ? fmt::format(" · connect p50 {:.2f} ms · p99 {:.2f} ms", d("connect_p50_ms"), d("connect_p99_ms"))
-                          : "";
-  return fmt::format("{} connections · {} errors · p50 {:.2f} ms · p99 {:.2f} ms{} · {:.2f} s", f.value("connections", 0),
-                     f.value("connection_errors", 0), d("p50_ms"), d("p99_ms"), setup, d("seconds"));
+  if (!w.summary.empty()) return w.summary;
+  std::string out;
+  for (const auto& [k, v] : w.figures.items())
+    if (v.is_primitive()) out += (out.empty() ? "" : " · ") + k + " " + (v.is_number_float() ? fmt::format("{:.3g}", v.get<double>()) : v.dump());
+  return out;
 }
 
 void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
@@ -529,7 +513,7 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
   std::map<std::string, std::vector<std::pair<std::string, double>>> secs;
   for (const auto& p : s.phases)
     for (const auto& w : p.workloads)
-      if (w.figures.contains("seconds") && w.type != "probe")
+      if (w.figures.contains("seconds") && declares(w, "seconds"))
         secs[w.name].push_back({p.name + " · " + w.name, w.figures.value("seconds", 0.0)});
   for (const auto& [name, bars] : secs) {
     if (bars.size() < 2) continue;
@@ -541,7 +525,7 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
   // blackout per path
   for (const auto& p : s.phases)
     for (const auto& w : p.workloads) {
-      if (w.type != "probe") continue;
+      if (!w.figures.contains("paths") || !w.figures["paths"].is_array()) continue;  // a probe's
       std::vector<std::pair<std::string, double>> bars;
       for (const auto& x : w.figures.value("paths", nlohmann::json::array()))
         bars.push_back({x.value("path", std::string("?")), x.value("longest_gap_ms", 0.0)});

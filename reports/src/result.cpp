@@ -15,7 +15,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assertion, name, phase, line, pa
                                                 windows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Series, name, unit, interval_s, values)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Marker, t_s, label, kind)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkloadResult, name, type, host, start_s, end_s, figures, nic_share)
+NLOHMANN_JSON_SERIALIZE_ENUM(FigureDecl::Combine, {{FigureDecl::Combine::median_run, "median-run"},
+                                                   {FigureDecl::Combine::sum, "sum"},
+                                                   {FigureDecl::Combine::all, "all"}})
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(FigureDecl, key, unit, combine, compared)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(WorkloadResult, name, type, host, start_s, end_s, figures, nic_share,
+                                                summary, declared)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PhaseResult, name, run_id, config, duration_s, series, markers,
                                                 workloads)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TopologyView::Node, name, kind, rack)

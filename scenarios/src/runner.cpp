@@ -473,29 +473,41 @@ class PhaseRun final : public StepContext {
     r.name = name;
     r.start_s = runs.front().start_s;
     r.end_s = runs.back().end_s;
+    // the figures its plug-in declares combined as it declares them: the
+    // median run's, or over every run
+    for (const auto& d : r.declared) {
+      if (d.combine == reports::FigureDecl::Combine::sum) {
+        bool integral = true;
+        int64_t whole = 0;
+        double any = 0;
+        for (const auto& x : runs) {
+          auto v = x.figures.value(d.key, json(0));
+          if (!v.is_number()) continue;
+          if (v.is_number_integer()) whole += v.get<int64_t>();
+          else integral = false;
+          any += v.get<double>();
+        }
+        r.figures[d.key] = integral ? json(whole) : json(any);
+      } else if (d.combine == reports::FigureDecl::Combine::all) {
+        bool all = true;
+        for (const auto& x : runs) all = all && x.figures.value(d.key, false);
+        r.figures[d.key] = all;
+      }
+    }
     json secs = json::array();
-    int errors = 0;
-    bool verified = true;
-    uint64_t bytes = 0;
     json notes = json::array();  // each failed run's own reason
     for (size_t k = 0; k < runs.size(); ++k) {
       const auto& x = runs[k];
       secs.push_back(x.figures.value("seconds", 0.0));
-      errors += x.figures.value("connection_errors", 0);
-      bool ok = x.figures.value("bytes_verified", false);
-      verified = verified && ok;
-      if (!ok)
+      if (!x.figures.value("bytes_verified", false))
         notes.push_back(fmt::format("run {}: {}", k + 1,
                                     x.figures.contains("verify_note") ? x.figures["verify_note"].dump() : "no reason recorded"));
-      bytes += x.figures.value("verified_bytes", uint64_t{0});
     }
     if (notes.empty()) r.figures.erase("verify_note");
     else r.figures["verify_note"] = notes;
     r.figures["runs"] = repeat;
     r.figures["seconds_runs"] = secs;
-    r.figures["connection_errors"] = errors;
-    r.figures["bytes_verified"] = verified;
-    r.figures["verified_bytes"] = bytes;
+    r.summary = find_workload(st.type)->summary(r.figures);
     marks_[name + ".start"] = r.start_s;
     marks_[name + ".end"] = r.end_s;
     say(fmt::format("workload {}: median of {} runs {:.2f} s (runs: {})", name, repeat, r.figures.value("seconds", 0.0),
@@ -554,13 +566,15 @@ class PhaseRun final : public StepContext {
     r.end_s = end;
     r.figures = plugin.figures(w, end, *this);
     if (timed_out) r.figures[tb::interrupted() ? "interrupted" : "timed_out"] = true;
+    r.declared = plugin.declared_figures();
     pr_.markers.push_back({end, r.name + " done", "workload"});
     if (sampler_) {
       sampler_->wait_sample_after(t0_ + std::chrono::microseconds(static_cast<int64_t>((end + kSampleS) * 1e6)));
       pr_.series = sampler_->series();
       compute_share(r);
     }
-    say(fmt::format("workload {} done in {:.2f} s{}", r.name, end - w.start_s, plugin.summary(r.figures)));
+    r.summary = plugin.summary(r.figures);  // after the NIC figures, which it may name
+    say(fmt::format("workload {} done in {:.2f} s: {}", r.name, end - w.start_s, r.summary));
     pr_.workloads.push_back(std::move(r));
     if (timed_out && tb::interrupted()) throw StepError("interrupted");
     if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");

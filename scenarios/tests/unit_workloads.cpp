@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "fake_fabric.hpp"
@@ -127,6 +128,43 @@ Step step(const char* element, const char* type, std::map<std::string, std::stri
 }
 
 }  // namespace
+
+TEST_CASE("each workload type declares its figures and says them in its own sentence", "[unit]") {
+  using C = lanes::reports::FigureDecl::Combine;
+  for (const auto* w : workloads()) {
+    std::set<std::string> keys;
+    for (const auto& d : w->declared_figures()) CHECK(keys.insert(d.key).second);  // each once
+    CHECK_FALSE(keys.empty());
+    CHECK_FALSE(w->summary(json::object()).empty());
+  }
+  auto decl = [](const char* type, const std::string& key) -> std::optional<lanes::reports::FigureDecl> {
+    for (const auto& d : find_workload(type)->declared_figures())
+      if (d.key == key) return d;
+    return std::nullopt;
+  };
+  // repeated runs add their errors and bytes, and verify only if every run did
+  CHECK(decl("checkpoint-save", "connection_errors")->combine == C::sum);
+  CHECK(decl("ingest", "bytes_verified")->combine == C::all);
+  CHECK(decl("checkpoint-restore", "throughput_gbps")->combine == C::median_run);
+  CHECK(decl("collective", "busbw_gbps")->compared);
+  CHECK(decl("dataload", "p99_final_ms")->unit == "ms");
+  CHECK_FALSE(decl("probe", "seconds"));  // a probe runs until stopped: its time is no figure
+  json coll = {{"op", "allreduce"}, {"bytes", 128 << 20},  {"ranks", 8},           {"time_s", 9.669},
+               {"algbw_gbps", 0.1059}, {"busbw_gbps", 0.1853}, {"efficiency", 0.9266}, {"retransmits", 114088},
+               {"bytes_verified", true}};
+  CHECK(find_workload("collective")->summary(coll) ==
+        "allreduce of 128 MiB among 8 ranks in 9.669 s · algbw 0.106 Gbit/s · busbw 0.185 Gbit/s (93% of the line) · "
+        "0 errors · all bytes verified · 114088 retransmits");
+  json train = {{"jct_s", 37.27}, {"steps_done", 12}, {"steps", 12},       {"wait_fraction", 0.839},
+                {"saves", 3},     {"save_mean_s", 0.45}, {"steps_lost", 0}, {"bytes_verified", false}};
+  std::string t = find_workload("training")->summary(train);
+  CHECK(t.find("JCT 37.27 s · 12 of 12 steps") == 0);
+  CHECK(t.find("GPUs idle 84% · 3 checkpoints (mean 0.45 s)") != std::string::npos);
+  CHECK(t.find("NOT verified") != std::string::npos);  // said plainly
+  // a data loader says its latency, not a fetch's connections
+  json dl = {{"requests", 1114}, {"p99_first_ms", 1823.0}, {"p99_final_ms", 9057.0}, {"p99_slope_ms_per_s", 819.0}};
+  CHECK(find_workload("dataload")->summary(dl).find("1114 requests · p99 1823 ms in the first quarter, 9057 ms in the last") == 0);
+}
 
 TEST_CASE("workload, fault and result-assertion plug-ins: every type registered once", "[unit]") {
   std::set<std::string> types;

@@ -52,5 +52,6 @@ json Bootstrap::figures(const WorkloadRun& w, double, StepContext&) const {
 }
 
 std::string Bootstrap::summary(const json& f) const { return fetch_summary(f); }
+std::vector<reports::FigureDecl> Bootstrap::declared_figures() const { return fetch_figures(); }
 
 }  // namespace lanes::scenarios

@@ -74,9 +74,20 @@ json Checkpoint::figures(const WorkloadRun& w, double, StepContext& ctx) const {
 }
 
 std::string Checkpoint::summary(const json& f) const {
-  return fmt::format(": {:.3f} Gbit/s, {} connection errors, {}", f.value("throughput_gbps", 0.0),
-                     f.value("connection_errors", 0),
-                     f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified");
+  std::string placed;
+  for (const auto& n : f.value("bpf_flows_per_nic", json::array()))
+    placed += (placed.empty() ? " · BPF flows per NIC " : " ") + std::to_string(n.get<int>());
+  return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits{}", f.value("throughput_gbps", 0.0),
+                     f.value("seconds", 0.0), f.value("connection_errors", 0), verified_words(f),
+                     f.value("retransmits", 0), placed);
+}
+
+std::vector<reports::FigureDecl> Checkpoint::declared_figures() const {
+  return verified_figures({{"throughput_gbps", "Gbit/s"},
+                           {"line_share", "%"},
+                           {"seconds", "s"},
+                           {"retransmits", ""},
+                           {"wire_gbps", "Gbit/s", reports::FigureDecl::Combine::median_run, false}});
 }
 
 json transfer_figures(const std::optional<traffic::SendResult>& s, const std::optional<traffic::RecvResult>& rv,

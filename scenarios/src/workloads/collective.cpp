@@ -184,11 +184,20 @@ json Collective::figures(const WorkloadRun& w, double, StepContext& ctx) const {
 }
 
 std::string Collective::summary(const json& f) const {
-  std::string eff = f.contains("efficiency") ? fmt::format(" ({:.0f}% of the NICs' line rate)", 100 * f.value("efficiency", 0.0)) : "";
-  return fmt::format(": {} of {} MiB among {} ranks in {:.3f} s, algbw {:.3f} Gbit/s, busbw {:.3f} Gbit/s{}, {}",
-                     f.value("op", ""), f.value("bytes", uint64_t{0}) >> 20, f.value("ranks", 0), f.value("time_s", 0.0),
-                     f.value("algbw_gbps", 0.0), f.value("busbw_gbps", 0.0), eff,
-                     f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified");
+  std::string eff = f.contains("efficiency") ? fmt::format(" ({:.0f}% of the line)", 100 * f.value("efficiency", 0.0)) : "";
+  return fmt::format("{} of {} MiB among {} ranks in {:.3f} s · algbw {:.3f} Gbit/s · busbw {:.3f} Gbit/s{} · "
+                     "{} errors · {} · {} retransmits",
+                     f.value("op", std::string("collective")), f.value("bytes", uint64_t{0}) >> 20, f.value("ranks", 0),
+                     f.value("time_s", 0.0), f.value("algbw_gbps", 0.0), f.value("busbw_gbps", 0.0), eff,
+                     f.value("connection_errors", 0), verified_words(f), f.value("retransmits", 0));
+}
+
+std::vector<reports::FigureDecl> Collective::declared_figures() const {
+  return verified_figures({{"time_s", "s"},
+                           {"algbw_gbps", "Gbit/s"},
+                           {"busbw_gbps", "Gbit/s"},
+                           {"efficiency", ""},
+                           {"retransmits", ""}});
 }
 
 }  // namespace lanes::scenarios

@@ -54,11 +54,18 @@ json Dataload::figures(const WorkloadRun& w, double, StepContext&) const {
 }
 
 std::string Dataload::summary(const json& f) const {
-  return fmt::format(": {} requests, p99 {:.0f} ms in the first quarter and {:.0f} ms in the last (slope {:.1f} ms/s), "
-                     "{} unanswered, {} connection errors",
+  return fmt::format("{} requests · p99 {:.0f} ms in the first quarter, {:.0f} ms in the last · slope {:.1f} ms/s · "
+                     "{} unanswered · {} errors",
                      f.value("requests", uint64_t{0}), f.value("p99_first_ms", 0.0), f.value("p99_final_ms", 0.0),
                      f.value("p99_slope_ms_per_s", 0.0), f.value("outstanding", uint64_t{0}),
                      f.value("connection_errors", 0));
+}
+
+std::vector<reports::FigureDecl> Dataload::declared_figures() const {
+  using C = reports::FigureDecl::Combine;
+  return {{"requests", "", C::median_run, false},  {"p99_first_ms", "ms", C::median_run, false},
+          {"p99_final_ms", "ms"},                  {"p99_slope_ms_per_s", "ms/s"},
+          {"outstanding", "", C::median_run, false}, {"connection_errors", "", C::sum, true}};
 }
 
 }  // namespace lanes::scenarios

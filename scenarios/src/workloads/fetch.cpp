@@ -102,9 +102,20 @@ json fetch_figures(const std::vector<std::optional<traffic::FetchResult>>& fetch
 }
 
 std::string fetch_summary(const json& f) {
-  return fmt::format(": {} connections, {} errors, p50 {:.2f} ms, p99 {:.2f} ms, connect p50 {:.2f} ms p99 {:.2f} ms",
+  std::string setup = f.contains("connect_p99_ms") ? fmt::format(" · connect p50 {:.2f} ms · p99 {:.2f} ms",
+                                                                 f.value("connect_p50_ms", 0.0), f.value("connect_p99_ms", 0.0))
+                                                   : "";
+  return fmt::format("{} connections · {} errors · p50 {:.2f} ms · p99 {:.2f} ms{} · {:.2f} s · {}",
                      f.value("connections", 0), f.value("connection_errors", 0), f.value("p50_ms", 0.0),
-                     f.value("p99_ms", 0.0), f.value("connect_p50_ms", 0.0), f.value("connect_p99_ms", 0.0));
+                     f.value("p99_ms", 0.0), setup, f.value("seconds", 0.0), verified_words(f));
+}
+
+std::vector<reports::FigureDecl> fetch_figures() {
+  using C = reports::FigureDecl::Combine;
+  return verified_figures({{"seconds", "s"},
+                           {"p50_ms", "ms", C::median_run, false},
+                           {"p99_ms", "ms"},
+                           {"connect_p99_ms", "ms", C::median_run, false}});
 }
 
 std::vector<std::string> job_hosts(const Step& st, const testbed::Topology& topo) {

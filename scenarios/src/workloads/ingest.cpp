@@ -28,5 +28,6 @@ void Ingest::start(WorkloadRun& w, StepContext& ctx) const {
 json Ingest::figures(const WorkloadRun& w, double, StepContext&) const { return fetch_figures(fetch_results(w)); }
 
 std::string Ingest::summary(const json& f) const { return fetch_summary(f); }
+std::vector<reports::FigureDecl> Ingest::declared_figures() const { return fetch_figures(); }
 
 }  // namespace lanes::scenarios

@@ -79,8 +79,12 @@ json Probe::figures(const WorkloadRun& w, double end_s, StepContext& ctx) const 
 }
 
 std::string Probe::summary(const json& f) const {
-  return fmt::format(": longest blackout {:.0f} ms ({}), {} probes lost", f.value("blackout_ms", 0.0),
+  return fmt::format("longest blackout {:.0f} ms ({}) · {} probes lost", f.value("blackout_ms", 0.0),
                      f.value("worst_path", std::string("-")), f.value("lost", uint64_t{0}));
+}
+
+std::vector<reports::FigureDecl> Probe::declared_figures() const {
+  return {{"blackout_ms", "ms"}, {"lost", "", reports::FigureDecl::Combine::median_run, false}};
 }
 
 json probe_figures(const std::optional<traffic::ProbeSendResult>& s, const std::optional<traffic::ProbeRecvResult>& rv,

@@ -11,6 +11,18 @@ std::vector<std::string> Workload::sampled_hosts(const Step& st, const testbed::
   return out;
 }
 
+std::vector<reports::FigureDecl> verified_figures(std::vector<reports::FigureDecl> own) {
+  using C = reports::FigureDecl::Combine;
+  own.push_back({"connection_errors", "", C::sum, true});
+  own.push_back({"bytes_verified", "", C::all, false});
+  own.push_back({"verified_bytes", "bytes", C::sum, false});
+  return own;
+}
+
+std::string verified_words(const nlohmann::json& f) {
+  return f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified";
+}
+
 const std::vector<const Workload*>& workloads() {
   static const Checkpoint save(true), restore(false);
   static const Ingest ingest;

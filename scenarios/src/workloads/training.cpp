@@ -185,17 +185,28 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
 
 std::string Training::summary(const json& f) const {
   std::string failures = f.value("failures", 0) > 0
-                             ? fmt::format(", {} failure(s): {} steps lost ({:.2f} s of work), recovery {:.2f} s, "
-                                           "restore {:.2f} s",
-                                           f.value("failures", 0), f.value("steps_lost", 0), f.value("lost_s", 0.0),
+                             ? fmt::format(" · {} failure(s): {:.2f} s of work lost, recovery {:.2f} s, restore {:.2f} s",
+                                           f.value("failures", 0), f.value("lost_s", 0.0),
                                            f.value("recovery_s", 0.0), f.value("restore_s", 0.0))
                              : "";
   std::string saves = f.value("saves", 0) > 0
-                          ? fmt::format(", {} checkpoints of {:.2f} s", f.value("saves", 0), f.value("save_mean_s", 0.0))
+                          ? fmt::format(" · {} checkpoints (mean {:.2f} s)", f.value("saves", 0), f.value("save_mean_s", 0.0))
                           : "";
-  return fmt::format(": {} steps, JCT {:.2f} s, step p50 {:.3f} s, GPUs idle {:.0f}%{}{}, {}", f.value("steps", 0),
-                     f.value("jct_s", 0.0), f.value("step_p50_s", 0.0), 100 * f.value("wait_fraction", 0.0), saves,
-                     failures, f.value("bytes_verified", false) ? "all bytes verified" : "NOT verified");
+  return fmt::format("JCT {:.2f} s · {} of {} steps · step p50 {:.3f} s · GPUs idle {:.0f}%{}{} · {} steps lost · "
+                     "{} errors · {}",
+                     f.value("jct_s", 0.0), f.value("steps_done", 0), f.value("steps", 0), f.value("step_p50_s", 0.0),
+                     100 * f.value("wait_fraction", 0.0), saves, failures, f.value("steps_lost", 0),
+                     f.value("connection_errors", 0), verified_words(f));
+}
+
+std::vector<reports::FigureDecl> Training::declared_figures() const {
+  using C = reports::FigureDecl::Combine;
+  return verified_figures({{"jct_s", "s"},
+                           {"step_p50_s", "s"},
+                           {"wait_fraction", ""},
+                           {"save_mean_s", "s"},
+                           {"steps_lost", ""},
+                           {"recovery_s", "s", C::median_run, false}});
 }
 
 }  // namespace lanes::scenarios

@@ -43,6 +43,7 @@ class Checkpoint final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
 
  private:
   bool save_;
@@ -56,6 +57,7 @@ class Ingest final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
 };
 
 // dataload: a data loader in one host's job, open loop — requests of size=
@@ -70,6 +72,7 @@ class Dataload final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
 };
 
 // collective: a ring all-reduce, reduce-scatter or all-gather (op=) of
@@ -86,6 +89,7 @@ class Collective final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
 };
 
 // training: a training job (lanes/scenarios/training.hpp) among the jobs
@@ -104,6 +108,7 @@ class Training final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
   std::string fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f) const override;
 };
 
@@ -116,6 +121,7 @@ class Bootstrap final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
 };
 
 // probe: sequence-numbered UDP probes on several paths until stopped
@@ -129,7 +135,15 @@ class Probe final : public Workload {
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
 };
+
+// What a workload that moves verified bytes declares besides its own
+// figures: its connection errors and verified bytes, added over repeated
+// runs, and whether every byte of every run was verified.
+std::vector<reports::FigureDecl> verified_figures(std::vector<reports::FigureDecl> own);
+// "all bytes verified" or "NOT verified"
+std::string verified_words(const nlohmann::json& f);
 
 // One host's transfer: what was asked (WANT bytes over FLOWS flows), what
 // the sender sent and the receiver verified, flow by flow, and where the
@@ -181,6 +195,7 @@ nlohmann::json dataload_figures(const std::optional<traffic::FetchResult>& r, do
 void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan);
 std::vector<std::optional<traffic::FetchResult>> fetch_results(const WorkloadRun& w);
 std::string fetch_summary(const nlohmann::json& f);
+std::vector<reports::FigureDecl> fetch_figures();
 
 // The job hosts of a comma-separated hosts= list (those with a job), or
 // every job host when the step has none.

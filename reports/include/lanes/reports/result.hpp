@@ -45,13 +45,32 @@ struct Marker {
   std::string kind;  // "fault", "mark", "workload"
 };
 
+// A figure a workload type declares (its plug-in in scenarios/): its unit,
+// how the runs of a workload with repeat="N" combine into the one result,
+// and whether lanes compare judges its drift. The report, compare and the
+// runner read these declarations, never a type's name.
+struct FigureDecl {
+  enum class Combine {
+    median_run,  // the run of median seconds gives it
+    sum,         // added over the runs (errors, bytes)
+    all,         // true only if true in every run (bytes verified)
+  };
+  std::string key;   // in WorkloadResult::figures
+  std::string unit;  // "Gbit/s", "s", "ms", "%", "" for a count
+  Combine combine = Combine::median_run;
+  bool compared = true;  // lanes compare shows how far it moved
+  bool operator==(const FigureDecl&) const = default;
+};
+
 struct WorkloadResult {
   std::string name;
-  std::string type;  // checkpoint-save, checkpoint-restore, ingest, bootstrap, probe
+  std::string type;  // its plug-in's type: checkpoint-save, ingest, collective, training, ...
   std::string host;  // the job host it measures ("" for several)
   double start_s = 0, end_s = 0;  // since the phase started
   nlohmann::json figures = nlohmann::json::object();  // gbps, seconds, connection_errors, ...
   std::vector<double> nic_share;  // percent of the host's NIC bytes per NIC during the workload
+  std::string summary;                // its plug-in's sentence of what it measured
+  std::vector<FigureDecl> declared;   // the figures its plug-in declares
 };
 
 struct PhaseResult {

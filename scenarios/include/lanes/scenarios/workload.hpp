@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "lanes/reports/result.hpp"
 #include "lanes/scenarios/schema.hpp"
 #include "lanes/scenarios/step_context.hpp"
 
@@ -54,8 +55,12 @@ class Workload {
   virtual void start(WorkloadRun& w, StepContext& ctx) const = 0;
   // Its figures from its processes' results once they ended (its clients at END_S).
   virtual nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const = 0;
-  // One line for the progress output: ": 3.1 Gbit/s, ..."
+  // One sentence of what it measured, from its figures: the progress
+  // line, the report and the summary say it ("3.100 Gbit/s · 2.01 s · ...")
   virtual std::string summary(const nlohmann::json& figures) const = 0;
+  // The figures it declares (reports::FigureDecl): their units, how
+  // repeat="N" runs combine, which lanes compare judges
+  virtual std::vector<reports::FigureDecl> declared_figures() const = 0;
   // A job failure (fault job-fail, JobFailure): its clients killed at
   // once, then the job started again where it resumes. "" once done;
   // otherwise why this type cannot.
