@@ -1,4 +1,5 @@
 #include "lanes/scenarios/matrix.hpp"
+#include "lanes/scenarios/workload.hpp"
 
 #include <fmt/format.h>
 
@@ -115,7 +116,11 @@ size_t uncovered_pairs(const std::vector<size_t>& levels, const std::vector<std:
 const std::vector<Dimension>& dimensions() {
   static const std::vector<Dimension> d = {
       {"workload",
-       {"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "collective", "training", "bootstrap", "probe"}},
+       [] {
+         std::vector<std::string> types;  // every registered type
+         for (const auto* w : workloads()) types.push_back(w->type());
+         return types;
+       }()},
       {"family", {"dual", "ipv4", "ipv6"}},
       {"egress", {"single", "ecmp", "bpf", "bpf-numa"}},
       {"vip", {"per-nic", "add-path"}},
@@ -157,33 +162,10 @@ std::string topology_xml() {
 )";
 }
 
-namespace {
-
-// A short run of the workload type, and whether its bytes are verified
-// (a probe's datagrams are counted, not verified).
-std::string workload_xml(const Case& c, bool& verified) {
-  verified = true;
-  const std::string& w = c.workload;
-  if (w == "checkpoint-save" || w == "checkpoint-restore")
-    return fmt::format(R"(<workload name="w" type="{}" host="h1" server="storage" bytes="8M" flows="8"/>)", w);
-  if (w == "ingest") return R"(<workload name="w" type="ingest" host="h1" server="storage" conns="8" requests="4" size="256K"/>)";
-  if (w == "dataload")
-    return R"(<workload name="w" type="dataload" host="h1" server="storage" rate="40" size="64K" conns="4" duration="2s"/>)";
-  if (w == "collective") return R"(<workload name="w" type="collective" size="2M" iterations="2" warmup="1" channels="4"/>)";
-  if (w == "training")
-    return R"(<workload name="w" type="training" gradient="1M" steps="4" compute="50ms" channels="4" checkpoint-every="2" checkpoint="1M" server="storage"/>)";
-  if (w == "bootstrap") return R"(<workload name="w" type="bootstrap" server="storage" workers="4" bytes="1M"/>)";
-  verified = false;  // probe
-  return R"(<workload name="w" type="probe" from="storage" to="h1" paths="8" rate="200"/>
-    <sleep duration="2s"/>
-    <stop workload="w"/>)";
-}
-
-}  // namespace
-
 std::string scenario_xml(const Case& c, const std::string& topology_file) {
-  bool verified = true;
-  std::string w = workload_xml(c, verified);
+  const Workload* plugin = find_workload(c.workload);
+  bool verified = plugin->verifies_bytes();
+  std::string w = plugin->matrix_steps();
   std::string asserts = verified ? R"(  <assert type="connection-errors" workload="w" phase="p"/>
   <assert type="bytes-verified" workload="w" phase="p"/>
 )"

@@ -90,6 +90,10 @@ std::vector<reports::FigureDecl> Checkpoint::declared_figures() const {
                            {"wire_gbps", "Gbit/s", reports::FigureDecl::Combine::median_run, false}});
 }
 
+std::string Checkpoint::matrix_steps() const {
+  return fmt::format(R"(<workload name="w" type="{}" host="h1" server="storage" bytes="8M" flows="8"/>)", type());
+}
+
 json transfer_figures(const std::optional<traffic::SendResult>& s, const std::optional<traffic::RecvResult>& rv,
                       uint64_t want, int flows, const std::map<int, int>& nic_of_port, size_t nics) {
   json f;

@@ -200,4 +200,8 @@ std::vector<reports::FigureDecl> Collective::declared_figures() const {
                            {"retransmits", ""}});
 }
 
+std::string Collective::matrix_steps() const {
+  return R"(<workload name="w" type="collective" size="2M" iterations="2" warmup="1" channels="4"/>)";
+}
+
 }  // namespace lanes::scenarios

@@ -68,4 +68,8 @@ std::vector<reports::FigureDecl> Dataload::declared_figures() const {
           {"outstanding", "", C::median_run, false}, {"connection_errors", "", C::sum, true}};
 }
 
+std::string Dataload::matrix_steps() const {
+  return R"(<workload name="w" type="dataload" host="h1" server="storage" rate="40" size="64K" conns="4" duration="2s"/>)";
+}
+
 }  // namespace lanes::scenarios

@@ -87,6 +87,12 @@ std::vector<reports::FigureDecl> Probe::declared_figures() const {
   return {{"blackout_ms", "ms"}, {"lost", "", reports::FigureDecl::Combine::median_run, false}};
 }
 
+std::string Probe::matrix_steps() const {
+  return R"(<workload name="w" type="probe" from="storage" to="h1" paths="8" rate="200"/>
+    <sleep duration="2s"/>
+    <stop workload="w"/>)";
+}
+
 json probe_figures(const std::optional<traffic::ProbeSendResult>& s, const std::optional<traffic::ProbeRecvResult>& rv,
                    int want_paths, bool per_nic, double duration_s, double rate_hz) {
   uint64_t sent = s ? s->sent_per_path : 0, lost = 0;

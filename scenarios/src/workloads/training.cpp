@@ -209,4 +209,8 @@ std::vector<reports::FigureDecl> Training::declared_figures() const {
                            {"recovery_s", "s", C::median_run, false}});
 }
 
+std::string Training::matrix_steps() const {
+  return R"(<workload name="w" type="training" gradient="1M" steps="4" compute="50ms" channels="4" checkpoint-every="2" checkpoint="1M" server="storage"/>)";
+}
+
 }  // namespace lanes::scenarios

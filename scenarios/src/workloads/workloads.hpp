@@ -44,6 +44,7 @@ class Checkpoint final : public Workload {
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
 
  private:
   bool save_;
@@ -58,6 +59,7 @@ class Ingest final : public Workload {
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
 };
 
 // dataload: a data loader in one host's job, open loop — requests of size=
@@ -73,6 +75,7 @@ class Dataload final : public Workload {
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
 };
 
 // collective: a ring all-reduce, reduce-scatter or all-gather (op=) of
@@ -90,6 +93,7 @@ class Collective final : public Workload {
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
 };
 
 // training: a training job (lanes/scenarios/training.hpp) among the jobs
@@ -109,6 +113,7 @@ class Training final : public Workload {
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
   std::string fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f) const override;
 };
 
@@ -122,6 +127,7 @@ class Bootstrap final : public Workload {
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
 };
 
 // probe: sequence-numbered UDP probes on several paths until stopped
@@ -131,11 +137,13 @@ class Probe final : public Workload {
   const Attrs& attrs() const override;
   std::string check(const Step& st, const testbed::Topology& topo) const override;
   bool open_ended() const override { return true; }
+  bool verifies_bytes() const override { return false; }  // its datagrams are counted
   const char* nic_direction() const override { return ""; }
   void start(WorkloadRun& w, StepContext& ctx) const override;
   nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
   std::string summary(const nlohmann::json& f) const override;
   std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
 };
 
 // What a workload that moves verified bytes declares besides its own

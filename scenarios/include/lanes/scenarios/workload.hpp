@@ -61,6 +61,13 @@ class Workload {
   // The figures it declares (reports::FigureDecl): their units, how
   // repeat="N" runs combine, which lanes compare judges
   virtual std::vector<reports::FigureDecl> declared_figures() const = 0;
+  // A short run of it in the combination matrix's world (matrix.hpp: one
+  // rack, job hosts h1 and h2, a server named storage), as a phase's
+  // steps, the workload named "w"
+  virtual std::string matrix_steps() const = 0;
+  // Whether the matrix judges it by its bytes (no connection error, every
+  // byte verified) or, where it verifies none (a probe), by its gaps
+  virtual bool verifies_bytes() const { return true; }
   // A job failure (fault job-fail, JobFailure): its clients killed at
   // once, then the job started again where it resumes. "" once done;
   // otherwise why this type cannot.
