@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "lanes/testbed/fabric.hpp"
+#include "lanes/testbed/overrides.hpp"
 
 namespace lanes::bfd {
 
@@ -23,8 +24,11 @@ BfddConfig BfddConfig::from_json(const nlohmann::json& j) {
       throw std::invalid_argument("a link without \"ifname\", \"local\" or \"remote\"");
     uint32_t interval_ms = l.value("interval_ms", 100u);
     unsigned mult = l.value("multiplier", 3u);
-    if (interval_ms < 1 || interval_ms > 60'000)
-      throw std::invalid_argument(lc.ifname + ": interval_ms " + std::to_string(interval_ms) + " is not 1-60000");
+    // a link with BFD has an interval (0, no BFD, gives it no link here)
+    constexpr auto hi = static_cast<uint32_t>(testbed::kBfdIntervalBounds.hi);
+    if (interval_ms < 1 || interval_ms > hi)
+      throw std::invalid_argument(lc.ifname + ": interval_ms " + std::to_string(interval_ms) + " is not 1-" +
+                                  std::to_string(hi));
     if (mult < 1 || mult > 255)
       throw std::invalid_argument(lc.ifname + ": multiplier " + std::to_string(mult) + " is not 1-255");
     lc.session.local_disc = ++disc;

@@ -27,13 +27,11 @@ using testbed::Topology;
 
 namespace {
 
-const Attrs kOverrideAttrs = {{"egress", Kind::choice, false, "single|ecmp|bpf|bpf-numa"},
-                              {"vip", Kind::choice, false, "per-nic|add-path"},
-                              {"nics", Kind::integer},
-                              {"rate", Kind::text},
-                              {"hold-time", Kind::integer},
-                              {"bfd-interval", Kind::integer},
-                              {"family", Kind::choice, false, "dual|ipv4|ipv6"}};
+// ATTRS and every attribute a scenario may override the topology's with
+std::set<std::string> with_overrides(std::set<std::string> attrs) {
+  for (const auto& a : testbed::override_attrs()) attrs.insert(a.name);
+  return attrs;
+}
 
 // element -> type -> attributes ("" = the element has no type attribute);
 // the typed elements' types are plug-ins (below)
@@ -173,65 +171,18 @@ class Loader {
       }
   }
 
+  // The overrides N gives (testbed::override_attrs), over BASE's.
   Overrides overrides_of(const pugi::xml_node& n, Overrides base) {
-    for (const auto& a : kOverrideAttrs) {
+    for (const auto& a : testbed::override_attrs()) {
       auto v = n.attribute(a.name);
       if (!v) continue;
       std::string s = v.value();
-      bool ok = true;
-      if (a.kind == Kind::choice) {
-        ok = ("|" + std::string(a.choices) + "|").find("|" + s + "|") != std::string::npos;
-        if (!ok) problem(n, "{}=\"{}\": expected one of {}", a.name, s, a.choices);
-      } else if (std::string(a.name) == "rate") {
-        uint64_t bps;
-        ok = testbed::parse_rate(s, bps);
-        if (!ok) problem(n, "rate=\"{}\": expected a rate like 500mbit, 1gbit or off", s);
-      } else {
-        // the topology's own bounds for the attribute
-        static const std::map<std::string, std::pair<int, int>> bounds = {
-            {"nics", {1, 16}}, {"hold-time", {3, 65535}}, {"bfd-interval", {0, 60000}}};
-        auto [lo, hi] = bounds.at(a.name);
-        int x = 0;
-        try {
-          size_t used = 0;
-          x = std::stoi(s, &used);
-          ok = used == s.size();
-        } catch (const std::exception&) {
-          ok = false;
-        }
-        if (!ok || x < lo || x > hi) {
-          problem(n, "{}=\"{}\": expected a whole number from {} to {}", a.name, s, lo, hi);
-          ok = false;
-        }
-      }
-      if (ok) base[a.name] = s;
+      if (auto why = testbed::override_problem(a, s); !why.empty())
+        problem(n, "{}=\"{}\": {}", a.name, s, why);
+      else
+        base[a.name] = s;
     }
     return base;
-  }
-
-  // The topology text with OVERRIDES applied to every <job>, <host> and <rack>.
-  std::string apply(const std::string& topo_text, const Overrides& ov) {
-    if (ov.empty()) return topo_text;
-    pugi::xml_document d;
-    if (!d.load_buffer(topo_text.data(), topo_text.size())) return topo_text;
-    std::function<void(pugi::xml_node)> walk = [&](pugi::xml_node n) {
-      std::string e = n.name();
-      auto set = [&](const char* k) {
-        auto it = ov.find(k);
-        if (it == ov.end()) return;
-        if (!n.attribute(k)) n.append_attribute(k);
-        n.attribute(k).set_value(it->second.c_str());
-      };
-      if (e == "job") set("egress"), set("vip"), set("family");
-      if (e == "host") set("nics"), set("rate");
-      if (e == "rack") set("hold-time"), set("bfd-interval");
-      for (auto c : n.children())
-        if (c.type() == pugi::node_element) walk(c);
-    };
-    walk(d.document_element());
-    std::ostringstream ss;
-    d.save(ss, "  ");
-    return ss.str();
   }
 
   Scenario scenario(const pugi::xml_node& root) {
@@ -257,7 +208,7 @@ class Loader {
     if (!topo_el) {
       problem(root, "<scenario> needs a <topology file=\"...\"/>");
     } else {
-      check_only(topo_el, {"file", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval", "family"});
+      check_only(topo_el, with_overrides({"file"}));
       std::string f = topo_el.attribute("file").value();
       if (f.empty()) {
         problem(topo_el, "<topology> needs file=\"...\" (a topology file, relative to this scenario)");
@@ -292,13 +243,13 @@ class Loader {
       if (e == "phase") {
         Phase ph;
         ph.line = line_of(c);
-        check_only(c, {"name", "egress", "vip", "nics", "rate", "hold-time", "bfd-interval", "family"});
+        check_only(c, with_overrides({"name"}));
         ph.name = c.attribute("name").value();
         if (ph.name.empty()) problem(c, "<phase> needs name=\"...\"");
         if (!phase_names.insert(ph.name).second) problem(c, "a phase named '{}' exists already", ph.name);
         ph.overrides = overrides_of(c, base);
         if (base_topo) {
-          ph.topology_xml = apply(topo_text, ph.overrides);
+          ph.topology_xml = testbed::apply_overrides(topo_text, ph.overrides);
           try {
             std::string where = ph.overrides.empty() ? sc.topology_file
                                                      : fmt::format("{} (as changed at {}:{})", sc.topology_file,

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "lanes/testbed/input_file.hpp"
+#include "lanes/testbed/overrides.hpp"
 
 namespace lanes::testbed {
 
@@ -35,7 +36,6 @@ bool valid_name(const std::string& name) {
 }
 
 constexpr int kMaxCount = 4096;
-constexpr int kMaxNics = 16;
 constexpr uint64_t kMaxRate = 16'000'000'000ull;  // TBF via libnl takes bytes/s in an int
 
 // Default address plan (see README "Addresses").
@@ -342,8 +342,8 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   if (get_int(n, "idle-timer", 0, 3600, v)) rack.sw.idle_timer_s = static_cast<uint32_t>(v);
   if (get_int(n, "unbalanced-timer", 0, 3600, v)) rack.sw.unbalanced_timer_s = static_cast<uint32_t>(v);
   if (get_int(n, "max-prefixes", 1, 100000, v)) rack.sw.max_prefixes = static_cast<uint32_t>(v);
-  if (get_int(n, "hold-time", 3, 65535, v)) rack.sw.hold_time_s = static_cast<uint32_t>(v);
-  if (get_int(n, "bfd-interval", 0, 60000, v)) {
+  if (get_int(n, "hold-time", kHoldTimeBounds.lo, kHoldTimeBounds.hi, v)) rack.sw.hold_time_s = static_cast<uint32_t>(v);
+  if (get_int(n, "bfd-interval", kBfdIntervalBounds.lo, kBfdIntervalBounds.hi, v)) {
     rack.sw.bfd_interval_ms = static_cast<uint32_t>(v);
     rack.sw.bfd_interval_given = true;
   }
@@ -365,7 +365,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
   std::string base = get_name(n);
   long long count = 1, nics = 4;
   bool counted = get_int(n, "count", 1, kMaxCount, count);
-  get_int(n, "nics", 1, kMaxNics, nics);
+  get_int(n, "nics", kNicsBounds.lo, kNicsBounds.hi, nics);
   uint64_t rate = 500'000'000;
   get_rate(n, "rate", rate);
   std::vector<int> numa;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lanes/testbed/limits.hpp"
+#include "lanes/testbed/overrides.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/fabric.hpp"
 #include "lanes/testbed/topology_loader.hpp"
@@ -419,4 +420,30 @@ TEST_CASE("a node's sysctls: every namespace the base, forwarders multipath and 
   for (const auto& [k, v] : keys(multipath_sysctls())) CHECK(sw.at(k) == v);
   for (const auto& [k, v] : base) CHECK(sw.at(k) == v);
   CHECK(keys(node_sysctls(NodeKind::host)) == sw);
+}
+
+TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the elements they belong to", "[unit]") {
+  std::map<std::string, const OverrideAttr*> by;
+  for (const auto& a : override_attrs()) by[a.name] = &a;
+  CHECK(by.size() == 7);
+  CHECK(override_problem(*by.at("bfd-interval"), "60000").empty());
+  CHECK(override_problem(*by.at("bfd-interval"), "60001") == "expected a whole number from 0 to 60000");
+  CHECK(override_problem(*by.at("nics"), "2x") == "expected a whole number from 1 to 16");
+  CHECK(override_problem(*by.at("egress"), "bpf-numa").empty());
+  CHECK(override_problem(*by.at("egress"), "fast") == "expected one of single|ecmp|bpf|bpf-numa");
+  CHECK(override_problem(*by.at("rate"), "1gbit").empty());
+  // the topology loader holds the same bounds: what an override may not give, a file may not either
+  for (const char* bad : {R"(<rack name="r" bfd-interval="60001"><host name="h"><job/></host></rack>)",
+                          R"(<rack name="r" hold-time="2"><host name="h"><job/></host></rack>)",
+                          R"(<rack name="r"><host name="h" nics="17"><job/></host></rack>)"})
+    CHECK_THROWS_AS(load_topology_text(std::string("<topology>") + bad + "</topology>", "b.xml"), InputError);
+  std::string text = R"(<topology><rack name="r" hold-time="9"><host name="h" nics="4"><job egress="ecmp"/></host></rack></topology>)";
+  auto t = load_topology_text(apply_overrides(text, {{"egress", "bpf"}, {"nics", "2"}, {"bfd-interval", "0"}, {"family", "ipv6"}}), "o.xml");
+  const auto& h = t.nodes.at(static_cast<size_t>(t.find_node("h")));
+  CHECK(h.nics.size() == 2);
+  CHECK(h.job->egress == EgressMode::bpf);
+  CHECK_FALSE(h.job->has4());
+  CHECK(t.racks.at(0).sw.hold_time_s == 9);  // what no override names stays
+  CHECK(t.racks.at(0).sw.bfd_interval_ms == 0);
+  CHECK(apply_overrides(text, {}) == text);
 }

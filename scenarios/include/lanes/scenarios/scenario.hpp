@@ -30,13 +30,14 @@
 #include <vector>
 
 #include "lanes/testbed/model.hpp"
+#include "lanes/testbed/overrides.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
 namespace lanes::scenarios {
 
 // Attribute values the topology of a phase can be changed with (on every
 // host, job and rack): egress, vip, nics, rate, hold-time, bfd-interval.
-using Overrides = std::map<std::string, std::string>;
+using Overrides = testbed::Overrides;  // testbed/overrides.hpp: what a scenario may change
 
 // One element of a phase's timeline or an assertion: its element name
 // ("workload", "fault", "sleep", "wait", "converge", "stop", "mark",

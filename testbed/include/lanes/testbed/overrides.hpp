@@ -1,0 +1,42 @@
+#pragma once
+// What a scenario may change of the topology it runs on (at <topology> and
+// per <phase>): one table of the attributes, the topology element each is
+// set on, and the bounds of their values. The topology loader checks the
+// same attributes against the same bounds, and lanes-bfdd its interval.
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace lanes::testbed {
+
+struct Bounds {
+  int lo = 0, hi = 0;
+};
+inline constexpr Bounds kNicsBounds{1, 16};            // NICs per host
+inline constexpr Bounds kHoldTimeBounds{3, 65535};     // BGP hold time, seconds
+inline constexpr Bounds kBfdIntervalBounds{0, 60000};  // BFD interval, ms (0: no BFD)
+
+struct OverrideAttr {
+  enum class Kind { choice, integer, rate };
+  const char* name;     // "bfd-interval"
+  const char* element;  // the topology element it is set on: "job", "host" or "rack"
+  Kind kind;
+  const char* choices = "";  // a choice's values, '|'-separated
+  Bounds bounds{};           // an integer's
+};
+const std::vector<OverrideAttr>& override_attrs();
+
+// attribute name -> value, as a scenario gives them
+using Overrides = std::map<std::string, std::string>;
+
+// "" when VALUE is one that A takes; otherwise what A expects
+// ("expected one of single|ecmp|bpf|bpf-numa").
+std::string override_problem(const OverrideAttr& a, const std::string& value);
+
+// TOPO_TEXT with OV's attributes set on every element they belong to (a
+// job's on each <job>, a host's on each <host>, a rack's on each <rack>);
+// the text itself when OV is empty or the text is no XML.
+std::string apply_overrides(const std::string& topo_text, const Overrides& ov);
+
+}  // namespace lanes::testbed

@@ -1,0 +1,73 @@
+#include "lanes/testbed/overrides.hpp"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <pugixml.hpp>
+#include <sstream>
+
+#include "lanes/testbed/topology_loader.hpp"
+
+namespace lanes::testbed {
+
+const std::vector<OverrideAttr>& override_attrs() {
+  using K = OverrideAttr::Kind;
+  static const std::vector<OverrideAttr> a = {
+      {"egress", "job", K::choice, "single|ecmp|bpf|bpf-numa"},
+      {"vip", "job", K::choice, "per-nic|add-path"},
+      {"family", "job", K::choice, "dual|ipv4|ipv6"},
+      {"nics", "host", K::integer, "", kNicsBounds},
+      {"rate", "host", K::rate},
+      {"hold-time", "rack", K::integer, "", kHoldTimeBounds},
+      {"bfd-interval", "rack", K::integer, "", kBfdIntervalBounds},
+  };
+  return a;
+}
+
+std::string override_problem(const OverrideAttr& a, const std::string& value) {
+  switch (a.kind) {
+    case OverrideAttr::Kind::choice:
+      if (("|" + std::string(a.choices) + "|").find("|" + value + "|") != std::string::npos) return "";
+      return fmt::format("expected one of {}", a.choices);
+    case OverrideAttr::Kind::rate: {
+      uint64_t bps = 0;
+      if (parse_rate(value, bps)) return "";
+      return "expected a rate like 500mbit, 1gbit or off";
+    }
+    case OverrideAttr::Kind::integer: {
+      bool ok = false;
+      int x = 0;
+      try {
+        size_t used = 0;
+        x = std::stoi(value, &used);
+        ok = used == value.size();
+      } catch (const std::exception&) {
+      }
+      if (ok && x >= a.bounds.lo && x <= a.bounds.hi) return "";
+      return fmt::format("expected a whole number from {} to {}", a.bounds.lo, a.bounds.hi);
+    }
+  }
+  return "";
+}
+
+std::string apply_overrides(const std::string& topo_text, const Overrides& ov) {
+  if (ov.empty()) return topo_text;
+  pugi::xml_document d;
+  if (!d.load_buffer(topo_text.data(), topo_text.size())) return topo_text;
+  std::function<void(pugi::xml_node)> walk = [&](pugi::xml_node n) {
+    for (const auto& a : override_attrs()) {
+      auto it = ov.find(a.name);
+      if (it == ov.end() || std::string(n.name()) != a.element) continue;
+      if (!n.attribute(a.name)) n.append_attribute(a.name);
+      n.attribute(a.name).set_value(it->second.c_str());
+    }
+    for (auto c : n.children())
+      if (c.type() == pugi::node_element) walk(c);
+  };
+  walk(d.document_element());
+  std::ostringstream ss;
+  d.save(ss, "  ");
+  return ss.str();
+}
+
+}  // namespace lanes::testbed
