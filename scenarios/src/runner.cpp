@@ -537,20 +537,19 @@ class PhaseRun final : public StepContext {
     bool timed_out = false;
     for (auto& c : w.clients) {
       if (stop) (void)c.d.stop(milliseconds(2000));
-      while (c.d.running()) {
+      // on its pidfd, waking every 100 ms to see whether lanes is interrupted
+      while (!c.d.wait_until(std::min(deadline, Clock::now() + milliseconds(100)))) {
         if (Clock::now() > deadline || tb::interrupted()) {
           timed_out = true;
           (void)c.d.stop(milliseconds(1000));
           break;
         }
-        std::this_thread::sleep_for(milliseconds(20));
       }
     }
     double end = now_s();
     for (auto& s : w.servers) {
       if (plugin.servers_end()) {
-        auto grace = Clock::now() + milliseconds(5000);
-        while (s.d.running() && Clock::now() < grace) std::this_thread::sleep_for(milliseconds(20));
+        (void)s.d.wait_until(Clock::now() + milliseconds(5000));
       }
       // a server that still runs is told to end (a probe's receiver counts
       // the probes still in flight first)

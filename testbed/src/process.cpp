@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -121,6 +122,10 @@ struct Daemon::Impl {
   bp::child child;
   std::optional<int> status;
   bool detached = false;
+  int pidfd = -1;  // opened by wait_until
+  ~Impl() {
+    if (pidfd >= 0) ::close(pidfd);
+  }
 };
 
 Daemon::Daemon() = default;
@@ -199,15 +204,29 @@ int Daemon::wait() {
   return impl_->status.value_or(-1);
 }
 
+bool Daemon::wait_until(std::chrono::steady_clock::time_point deadline) {
+  if (!running()) return true;
+  if (impl_->pidfd < 0) impl_->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid(), 0));
+  while (running()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    if (impl_->pidfd < 0) {  // a kernel without pidfds (before 5.3)
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(5)));
+      continue;
+    }
+    // readable once the process has exited
+    pollfd p{impl_->pidfd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) < 0 && errno != EINTR) return !running();
+  }
+  return true;
+}
+
 Result<int> Daemon::stop(std::chrono::milliseconds grace) {
   if (!impl_) return os_error(ESRCH, "stopping a daemon that was never started");
   if (!running()) return *impl_->status;
   pid_t p = pid();
   ::kill(p, SIGTERM);
-  auto deadline = std::chrono::steady_clock::now() + grace;
-  while (running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (running()) {
+  if (!wait_until(std::chrono::steady_clock::now() + grace)) {
     log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", impl_->name, p, grace.count());
     ::kill(p, SIGKILL);
     std::error_code ec;
@@ -225,11 +244,9 @@ void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds gra
       ::kill(d->pid(), SIGTERM);
       left.push_back(d);
     }
+  // one grace period for them all: each waited for on its pidfd in turn
   auto deadline = std::chrono::steady_clock::now() + grace;
-  while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
-    std::erase_if(left, [](Daemon* d) { return !d->running(); });
-    if (!left.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  std::erase_if(left, [&](Daemon* d) { return d->wait_until(deadline); });
   for (Daemon* d : left) {
     log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", d->name(), d->pid(), grace.count());
     ::kill(d->pid(), SIGKILL);

@@ -46,6 +46,9 @@ class Daemon {
   std::optional<int> exit_status();
   // Blocks until the process exits; returns its exit status.
   int wait();
+  // Waits until the process has exited (true; reaped) or DEADLINE passes
+  // (false), asleep on its pidfd, not on a clock.
+  bool wait_until(std::chrono::steady_clock::time_point deadline);
   // SIGTERM, wait up to GRACE, then SIGKILL. Returns the exit status.
   Result<int> stop(std::chrono::milliseconds grace = std::chrono::milliseconds(3000));
   // Leaves the process running when this object goes (lanes up).
