@@ -235,6 +235,96 @@ std::vector<std::string> task_ips_of(const nlohmann::json& job) {
 }
 }  // namespace
 
+namespace {
+
+// Every run, a line each (or as JSON).
+void print_runs(RunRegistry& reg, bool json, std::ostream& out) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& id : reg.list()) runs.push_back(run_summary_json(reg, id));
+  if (json) {
+    out << nlohmann::json{{"runs", runs}}.dump(2) << "\n";
+    return;
+  }
+  if (runs.empty()) {
+    out << "no runs (lanes up FILE starts one)\n";
+    return;
+  }
+  out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", "RUN", "PHASE", "TOPOLOGY", "NAMESPACES", "AGE");
+  for (const auto& r : runs)
+    out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", r["id"].get<std::string>(),
+                       r["phase"].get<std::string>(), r.value("topology", "?"),
+                       r["namespaces"].get<size_t>(), age_of(r.value("created_unix", int64_t{0})));
+}
+
+// A run of more than kSummaryAboveHosts hosts: a line per switch and per rack.
+void print_fleet(const nlohmann::json& f, const std::string& run, const Topology& topo, size_t hosts, std::ostream& out) {
+  out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, f["phase"].get<std::string>(),
+                     age_of(f.value("created_unix", int64_t{0})), f.value("topology", "?"), f.value("topology_file", "?"));
+  out << fmt::format("{} nodes, {} hosts: summarised (lanes status {} NODE... or --full for nodes in full)\n",
+                     topo.nodes.size(), hosts, run);
+  out << fmt::format("{:<10} {:<6} {:>8} {:>12} {:>7}  {}\n", "SWITCH", "KIND", "AS", "SESSIONS UP", "GROUPS", "DAEMONS");
+  for (const auto& s : f["switches"]) {
+    std::string d;
+    for (const auto& x : s.value("daemons", nlohmann::json::array()))
+      d += fmt::format("{} {} ({} restarts) ", x["name"].get<std::string>(), x["pid"].get<int>(), x["restarts"].get<int>());
+    std::string note = !s["present"].get<bool>() ? "[namespace missing]"
+                       : s.contains("error")     ? s["error"].get<std::string>()
+                       : s.value("stale", false) ? "routes STALE (gobgpd lost)"
+                                                 : "";
+    out << fmt::format("{:<10} {:<6} {:>8} {:>12} {:>7}  {}{}\n", s["name"].get<std::string>(), s["kind"].get<std::string>(),
+                       s["asn"].get<uint32_t>(),
+                       fmt::format("{}/{}", s.value("established", size_t{0}), s.value("sessions", size_t{0})),
+                       s.value("groups", size_t{0}), d, note);
+  }
+  out << fmt::format("{:<10} {:<10} {:>6} {:>10} {:>18} {:>8}\n", "RACK", "SWITCH", "HOSTS", "NICS UP", "INJECTOR SESSIONS", "SERVERS");
+  for (const auto& r : f["racks"])
+    out << fmt::format("{:<10} {:<10} {:>6} {:>10} {:>18} {:>8}{}\n", r["name"].get<std::string>(),
+                       r["switch"].get<std::string>(), r["hosts"].get<size_t>(),
+                       fmt::format("{}/{}", r["nics_up"].get<size_t>(), r["nics"].get<size_t>()),
+                       fmt::format("{}/{} up", r["injector_established"].get<size_t>(), r["injector_sessions"].get<size_t>()),
+                       r["servers"].get<size_t>(),
+                       r["hosts_reporting"] == r["hosts"] ? "" : fmt::format("  ({} hosts not reporting)",
+                                                                            r["hosts"].get<size_t>() - r["hosts_reporting"].get<size_t>()));
+}
+
+// A run node by node: each node's line, each role's view of it, its interfaces.
+int print_detail(const CliContext& cli, const nlohmann::json& j, const std::string& run, std::ostream& out) {
+  out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, j["phase"].get<std::string>(),
+                     age_of(j.value("created_unix", int64_t{0})), j.value("topology", "?"),
+                     j.value("topology_file", "?"));
+  if (j.contains("error")) {
+    out << "  " << j["error"].get<std::string>() << "\n";
+    return kExitFailure;
+  }
+  for (const auto& n : j["nodes"]) {
+    std::string extra;
+    if (n.contains("asn")) extra = fmt::format(" AS {} router-id {}", n["asn"].get<uint32_t>(), n["router_id"].get<std::string>());
+    if (n.contains("job"))
+      extra = fmt::format(" job {} task {} egress {} vip {}", n["job"]["name"].get<std::string>(),
+                          fmt::join(task_ips_of(n["job"]), " "), n["job"]["egress"].get<std::string>(),
+                          n["job"]["vip"].get<std::string>());
+    out << fmt::format("{} ({}){}{}\n", n["name"].get<std::string>(), n["kind"].get<std::string>(), extra,
+                       n["present"].get<bool>() ? "" : "  [namespace missing]");
+    // each role prints its own view of the node
+    for (const auto& role : cli.roles)
+      if (n.contains(role->status_key())) role->print_status(n[role->status_key()], n, out);
+    if (!n.contains("interfaces")) continue;
+    for (const auto& i : n["interfaces"]) {
+      std::string addrs;
+      for (const auto& a : i["addresses"]) addrs += (addrs.empty() ? "" : " ") + a.get<std::string>();
+      out << fmt::format("  {:<7} {:<4} {:<10} {:<18} {:>9} tx {:>12} rx {:>12}  {}\n",
+                         i["name"].get<std::string>(), i["up"].get<bool>() ? "up" : "down",
+                         i["carrier"].get<bool>() ? "carrier" : "no-carrier",
+                         i.value("peer", "-"),
+                         i.contains("rate_bps") ? format_rate(i["rate_bps"].get<uint64_t>()) : "unshaped",
+                         i["tx_bytes"].get<uint64_t>(), i["rx_bytes"].get<uint64_t>(), addrs);
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::string run;
@@ -257,21 +347,7 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
   RunRegistry reg;
   bool json = vm.count("json");
   if (run.empty()) {
-    nlohmann::json runs = nlohmann::json::array();
-    for (const auto& id : reg.list()) runs.push_back(run_summary_json(reg, id));
-    if (json) {
-      out << nlohmann::json{{"runs", runs}}.dump(2) << "\n";
-      return kExitOk;
-    }
-    if (runs.empty()) {
-      out << "no runs (lanes up FILE starts one)\n";
-      return kExitOk;
-    }
-    out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", "RUN", "PHASE", "TOPOLOGY", "NAMESPACES", "AGE");
-    for (const auto& r : runs)
-      out << fmt::format("{:<10} {:<9} {:<16} {:>10} {:>6}\n", r["id"].get<std::string>(),
-                         r["phase"].get<std::string>(), r.value("topology", "?"),
-                         r["namespaces"].get<size_t>(), age_of(r.value("created_unix", int64_t{0})));
+    print_runs(reg, json, out);
     return kExitOk;
   }
   if (!reg.exists(run)) {
@@ -298,33 +374,7 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
       out << f.dump(2) << "\n";
       return kExitOk;
     }
-    out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, f["phase"].get<std::string>(),
-                       age_of(f.value("created_unix", int64_t{0})), f.value("topology", "?"), f.value("topology_file", "?"));
-    out << fmt::format("{} nodes, {} hosts: summarised (lanes status {} NODE... or --full for nodes in full)\n",
-                       topo->nodes.size(), hosts, run);
-    out << fmt::format("{:<10} {:<6} {:>8} {:>12} {:>7}  {}\n", "SWITCH", "KIND", "AS", "SESSIONS UP", "GROUPS", "DAEMONS");
-    for (const auto& s : f["switches"]) {
-      std::string d;
-      for (const auto& x : s.value("daemons", nlohmann::json::array()))
-        d += fmt::format("{} {} ({} restarts) ", x["name"].get<std::string>(), x["pid"].get<int>(), x["restarts"].get<int>());
-      std::string note = !s["present"].get<bool>() ? "[namespace missing]"
-                         : s.contains("error")     ? s["error"].get<std::string>()
-                         : s.value("stale", false) ? "routes STALE (gobgpd lost)"
-                                                   : "";
-      out << fmt::format("{:<10} {:<6} {:>8} {:>12} {:>7}  {}{}\n", s["name"].get<std::string>(), s["kind"].get<std::string>(),
-                         s["asn"].get<uint32_t>(),
-                         fmt::format("{}/{}", s.value("established", size_t{0}), s.value("sessions", size_t{0})),
-                         s.value("groups", size_t{0}), d, note);
-    }
-    out << fmt::format("{:<10} {:<10} {:>6} {:>10} {:>18} {:>8}\n", "RACK", "SWITCH", "HOSTS", "NICS UP", "INJECTOR SESSIONS", "SERVERS");
-    for (const auto& r : f["racks"])
-      out << fmt::format("{:<10} {:<10} {:>6} {:>10} {:>18} {:>8}{}\n", r["name"].get<std::string>(),
-                         r["switch"].get<std::string>(), r["hosts"].get<size_t>(),
-                         fmt::format("{}/{}", r["nics_up"].get<size_t>(), r["nics"].get<size_t>()),
-                         fmt::format("{}/{} up", r["injector_established"].get<size_t>(), r["injector_sessions"].get<size_t>()),
-                         r["servers"].get<size_t>(),
-                         r["hosts_reporting"] == r["hosts"] ? "" : fmt::format("  ({} hosts not reporting)",
-                                                                              r["hosts"].get<size_t>() - r["hosts_reporting"].get<size_t>()));
+    print_fleet(f, run, *topo, hosts, out);
     return kExitOk;
   }
   std::set<std::string> wanted(only.begin(), only.end());
@@ -333,90 +383,7 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
     out << j.dump(2) << "\n";
     return kExitOk;
   }
-  out << fmt::format("run {}: {} ({}), topology '{}' from {}\n", run, j["phase"].get<std::string>(),
-                     age_of(j.value("created_unix", int64_t{0})), j.value("topology", "?"),
-                     j.value("topology_file", "?"));
-  if (j.contains("error")) {
-    out << "  " << j["error"].get<std::string>() << "\n";
-    return kExitFailure;
-  }
-  for (const auto& n : j["nodes"]) {
-    std::string extra;
-    if (n.contains("asn")) extra = fmt::format(" AS {} router-id {}", n["asn"].get<uint32_t>(), n["router_id"].get<std::string>());
-    if (n.contains("job"))
-      extra = fmt::format(" job {} task {} egress {} vip {}", n["job"]["name"].get<std::string>(),
-                          fmt::join(task_ips_of(n["job"]), " "), n["job"]["egress"].get<std::string>(),
-                          n["job"]["vip"].get<std::string>());
-    out << fmt::format("{} ({}){}{}\n", n["name"].get<std::string>(), n["kind"].get<std::string>(), extra,
-                       n["present"].get<bool>() ? "" : "  [namespace missing]");
-    if (n.contains("bgp")) {
-      const auto& b = n["bgp"];
-      size_t est = 0;
-      for (const auto& ss : b["sessions"]) est += ss["state"] == "established";
-      out << fmt::format("  bgp: {} sessions, {} established, {} announcements rejected{}{}\n", b["sessions"].size(), est,
-                         b.value("rejected", uint64_t{0}), b.value("stale", false) ? ", routes STALE (gobgpd lost)" : "",
-                         b.contains("error") ? ", " + b["error"].get<std::string>() : "");
-      for (const auto& ss : b["sessions"])
-        out << fmt::format("    {:<16} {:<16} AS {:<10} {:<11} received {} accepted {} rejected {}\n",
-                           ss["neighbor"].get<std::string>(), ss["description"].get<std::string>(),
-                           ss["peer_as"].get<uint32_t>(), ss["state"].get<std::string>(), ss["received"].get<uint64_t>(),
-                           ss["accepted"].get<uint64_t>(), ss["rejected"].get<uint64_t>());
-      if (b.contains("announced")) {
-        std::string a;
-        for (const auto& p : b["announced"]) a += " " + p.get<std::string>();
-        out << "  announced:" << (a.empty() ? " -" : a) << "\n";
-      }
-      if (b.contains("routes"))
-        for (const auto& [prefix, r] : b["routes"].items()) {
-          std::string m;
-          for (const auto& x : r["members"]) m += " " + x["ifname"].get<std::string>() + "(" + x["peer"].get<std::string>() + ")";
-          out << fmt::format("  group {:<22} ->{}\n", prefix, m);
-        }
-      std::string d;
-      for (const auto& x : b["daemons"])
-        d += fmt::format(" {} pid {} ({} restarts)", x["name"].get<std::string>(), x["pid"].get<int>(), x["restarts"].get<int>());
-      out << "  daemons:" << (d.empty() ? " none" : d) << fmt::format("; exits recorded: {}\n", b.value("daemon_exits", 0));
-    }
-    if (n.contains("hostnet")) {
-      const auto& h = n["hostnet"];
-      std::string kind = "?";
-      for (const auto& i : n.value("interfaces", nlohmann::json::array()))
-        if (i.value("name", "") == "jnic0") kind = i.value("kind", "?");
-      out << fmt::format("  job container {} ({} links jnicN <-> ethN), egress {}\n", h.value("container_netns", "?"),
-                         kind, h.value("mode", "?"));
-      for (const auto& x : h.value("nics", nlohmann::json::array())) {
-        std::string bpf;
-        if (x.contains("bpf"))
-          bpf = fmt::format("  bpf: {} flows active, {} total, {} moved away", x["bpf"].value("flows_active", uint64_t{0}),
-                            x["bpf"].value("flows_total", uint64_t{0}), x["bpf"].value("moved", uint64_t{0}));
-        out << fmt::format("    {} numa {} {:<4}{}\n", x.value("ifname", "?"), x.value("numa", 0),
-                           x.value("up", false) ? "up" : "DOWN", bpf);
-      }
-    }
-    if (n.contains("injector")) {
-      const auto& v = n["injector"];
-      out << fmt::format("  VIP injector ({}): {} {}\n", v.value("mode", "?"), v.value("task4", ""), v.value("task6", ""));
-      for (const auto& ss : v.value("sessions", nlohmann::json::array())) {
-        std::string ann;
-        for (const auto& k : ss["announced_nics"]) ann += " nic" + std::to_string(k.get<int>());
-        out << fmt::format("    {} -> {} {:<11} announcing:{}{}\n", ss.value("local", "?"), ss.value("peer", "?"),
-                           ss.value("state", "?"), ann.empty() ? " nothing" : ann,
-                           ss.value("last_error", "").empty() ? "" : "  last error: " + ss["last_error"].get<std::string>());
-      }
-    }
-    if (!n.contains("interfaces")) continue;
-    for (const auto& i : n["interfaces"]) {
-      std::string addrs;
-      for (const auto& a : i["addresses"]) addrs += (addrs.empty() ? "" : " ") + a.get<std::string>();
-      out << fmt::format("  {:<7} {:<4} {:<10} {:<18} {:>9} tx {:>12} rx {:>12}  {}\n",
-                         i["name"].get<std::string>(), i["up"].get<bool>() ? "up" : "down",
-                         i["carrier"].get<bool>() ? "carrier" : "no-carrier",
-                         i.value("peer", "-"),
-                         i.contains("rate_bps") ? format_rate(i["rate_bps"].get<uint64_t>()) : "unshaped",
-                         i["tx_bytes"].get<uint64_t>(), i["rx_bytes"].get<uint64_t>(), addrs);
-    }
-  }
-  return kExitOk;
+  return print_detail(cli, j, run, out);
 }
 
 }  // namespace lanes::cli::commands

@@ -17,6 +17,7 @@
 #include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/run_layout.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/switches/convergence.hpp"
 
@@ -88,7 +89,7 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
     err << run.error().what() << "\n";
     return kExitFailure;
   }
-  log::add_file_sink(run.value().dir() + "/lanes.log");
+  log::add_file_sink(RunLayout(run.value().dir()).lanes_log());
   std::chrono::microseconds switches_us = run.value().daemons_took();
   const BuildTimings tm = run.value().tb().timings();
   std::optional<Convergence> conv;

@@ -286,7 +286,9 @@ int cmd_matrix([[maybe_unused]] const CliContext& cli, const std::vector<std::st
           desc, pos, vm, out))
     return kExitOk;
   auto cs = matrix::cases(seed);
-  out << fmt::format("{} cases (seed {}; every pair of values covered; the full product is 768)\n", cs.size(), seed)
+  size_t product = 1;
+  for (const auto& d : matrix::dimensions()) product *= d.values.size();
+  out << fmt::format("{} cases (seed {}; every pair of values covered; the full product is {})\n", cs.size(), seed, product)
       << matrix::describe(cs);
   if (!dir.empty()) {
     std::filesystem::create_directories(dir);

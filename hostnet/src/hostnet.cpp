@@ -2,9 +2,12 @@
 
 #include <sys/socket.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 
 #include "lanes/bfd/bfdd.hpp"
 #include "lanes/testbed/log.hpp"
@@ -291,6 +294,22 @@ nlohmann::json HostRole::status(const RunRegistry& reg, const std::string& run_i
     return st;
   } catch (const std::exception&) {
     return nullptr;
+  }
+}
+
+void HostRole::print_status(const nlohmann::json& h, const nlohmann::json& node, std::ostream& out) const {
+  std::string kind = "?";
+  for (const auto& i : node.value("interfaces", nlohmann::json::array()))
+    if (i.value("name", "") == "jnic0") kind = i.value("kind", "?");
+  out << fmt::format("  job container {} ({} links jnicN <-> ethN), egress {}\n", h.value("container_netns", "?"),
+                     kind, h.value("mode", "?"));
+  for (const auto& x : h.value("nics", nlohmann::json::array())) {
+    std::string bpf;
+    if (x.contains("bpf"))
+      bpf = fmt::format("  bpf: {} flows active, {} total, {} moved away", x["bpf"].value("flows_active", uint64_t{0}),
+                        x["bpf"].value("flows_total", uint64_t{0}), x["bpf"].value("moved", uint64_t{0}));
+    out << fmt::format("    {} numa {} {:<4}{}\n", x.value("ifname", "?"), x.value("numa", 0),
+                       x.value("up", false) ? "up" : "DOWN", bpf);
   }
 }
 

@@ -114,6 +114,11 @@ TEST_CASE("the host agent's state is published and read back as the same struct,
   CHECK(j["nics"][1].contains("bpf") == false);
   CHECK(j["flows"][1]["dport"] == 179);
   CHECK(ecmp.to_json().contains("flows") == false);
+  std::set<std::string> keys, nic_keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  for (const auto& [k, v] : j["nics"][0].items()) nic_keys.insert(k);
+  CHECK(keys == std::set<std::string>{"ready", "host", "mode", "nics", "flows"});
+  CHECK(nic_keys == std::set<std::string>{"index", "ifname", "up", "carrier", "bfd_ok", "numa", "bpf", "flows"});
 
   auto dir = std::filesystem::temp_directory_path() / ("lanes-agent-state-" + std::to_string(::getpid()));
   lanes::testbed::RunLayout run(dir.string());

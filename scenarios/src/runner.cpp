@@ -464,50 +464,9 @@ class PhaseRun final : public StepContext {
       runs.push_back(pr_.workloads.back());
       pr_.workloads.pop_back();
     }
-    std::vector<size_t> order(runs.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return runs[a].figures.value("seconds", 0.0) < runs[b].figures.value("seconds", 0.0);
-    });
-    WorkloadResult r = runs[order[order.size() / 2]];
+    WorkloadResult r = combine_runs(runs, *find_workload(st.type));
     r.name = name;
-    r.start_s = runs.front().start_s;
-    r.end_s = runs.back().end_s;
-    // the figures its plug-in declares combined as it declares them: the
-    // median run's, or over every run
-    for (const auto& d : r.declared) {
-      if (d.combine == reports::FigureDecl::Combine::sum) {
-        bool integral = true;
-        int64_t whole = 0;
-        double any = 0;
-        for (const auto& x : runs) {
-          auto v = x.figures.value(d.key, json(0));
-          if (!v.is_number()) continue;
-          if (v.is_number_integer()) whole += v.get<int64_t>();
-          else integral = false;
-          any += v.get<double>();
-        }
-        r.figures[d.key] = integral ? json(whole) : json(any);
-      } else if (d.combine == reports::FigureDecl::Combine::all) {
-        bool all = true;
-        for (const auto& x : runs) all = all && x.figures.value(d.key, false);
-        r.figures[d.key] = all;
-      }
-    }
-    json secs = json::array();
-    json notes = json::array();  // each failed run's own reason
-    for (size_t k = 0; k < runs.size(); ++k) {
-      const auto& x = runs[k];
-      secs.push_back(x.figures.value("seconds", 0.0));
-      if (!x.figures.value("bytes_verified", false))
-        notes.push_back(fmt::format("run {}: {}", k + 1,
-                                    x.figures.contains("verify_note") ? x.figures["verify_note"].dump() : "no reason recorded"));
-    }
-    if (notes.empty()) r.figures.erase("verify_note");
-    else r.figures["verify_note"] = notes;
-    r.figures["runs"] = repeat;
-    r.figures["seconds_runs"] = secs;
-    r.summary = find_workload(st.type)->summary(r.figures);
+    json secs = r.figures["seconds_runs"];
     marks_[name + ".start"] = r.start_s;
     marks_[name + ".end"] = r.end_s;
     say(fmt::format("workload {}: median of {} runs {:.2f} s (runs: {})", name, repeat, r.figures.value("seconds", 0.0),
@@ -539,7 +498,7 @@ class PhaseRun final : public StepContext {
       if (stop) (void)c.d.stop(milliseconds(2000));
       // on its pidfd, waking every 100 ms to see whether lanes is interrupted
       while (!c.d.wait_until(std::min(deadline, Clock::now() + milliseconds(100)))) {
-        if (Clock::now() > deadline || tb::interrupted()) {
+        if (Clock::now() >= deadline || tb::interrupted()) {
           timed_out = true;
           (void)c.d.stop(milliseconds(1000));
           break;

@@ -135,7 +135,6 @@ TEST_CASE("each workload type declares its figures and says them in its own sent
     std::set<std::string> keys;
     for (const auto& d : w->declared_figures()) CHECK(keys.insert(d.key).second);  // each once
     CHECK_FALSE(keys.empty());
-    CHECK_FALSE(w->summary(json::object()).empty());
   }
   auto decl = [](const char* type, const std::string& key) -> std::optional<lanes::reports::FigureDecl> {
     for (const auto& d : find_workload(type)->declared_figures())
@@ -164,6 +163,37 @@ TEST_CASE("each workload type declares its figures and says them in its own sent
   // a data loader says its latency, not a fetch's connections
   json dl = {{"requests", 1114}, {"p99_first_ms", 1823.0}, {"p99_final_ms", 9057.0}, {"p99_slope_ms_per_s", 819.0}};
   CHECK(find_workload("dataload")->summary(dl).find("1114 requests · p99 1823 ms in the first quarter, 9057 ms in the last") == 0);
+}
+
+TEST_CASE("a workload run N times is one result: the median run, its errors and bytes summed, verified only if all were", "[unit]") {
+  auto run = [](const char* name, double secs, int errors, bool verified, uint64_t bytes) {
+    lanes::reports::WorkloadResult w;
+    w.name = name;
+    w.type = "dataload";
+    w.start_s = secs;
+    w.end_s = 2 * secs;
+    w.figures = {{"seconds", secs}, {"connection_errors", errors}, {"bytes_verified", verified},
+                 {"verified_bytes", bytes}, {"p99_final_ms", 10 * secs}};
+    if (!verified) w.figures["verify_note"] = "3 bytes differ";
+    return w;
+  };
+  const Workload& dl = *find_workload("dataload");
+  auto r = combine_runs({run("w#1", 3, 0, true, 100), run("w#2", 1, 2, false, 50), run("w#3", 2, 1, true, 100)}, dl);
+  CHECK(r.name == "w#3");  // the run of median seconds
+  CHECK(r.figures["p99_final_ms"] == 20.0);
+  CHECK(r.figures["connection_errors"] == 3);
+  CHECK(r.figures["verified_bytes"] == 250);
+  CHECK(r.figures["bytes_verified"] == false);  // one run was not: the whole is not
+  CHECK(r.figures["verify_note"] == json::array({"run 2: \"3 bytes differ\""}));
+  CHECK(r.figures["runs"] == 3);
+  CHECK(r.figures["seconds_runs"] == json::array({3.0, 1.0, 2.0}));
+  CHECK(r.start_s == 3.0);  // from the first run's start to the last run's end
+  CHECK(r.end_s == 4.0);
+  CHECK(r.declared == dl.declared_figures());
+  CHECK(r.summary == dl.summary(r.figures));
+  auto ok = combine_runs({run("w#1", 1, 0, true, 10), run("w#2", 2, 0, true, 10)}, dl);
+  CHECK(ok.figures["bytes_verified"] == true);
+  CHECK_FALSE(ok.figures.contains("verify_note"));
 }
 
 TEST_CASE("workload, fault and result-assertion plug-ins: every type registered once", "[unit]") {

@@ -281,7 +281,7 @@ std::vector<std::pair<uint32_t, uint16_t>> FibAgent::weighted(const std::set<int
 }
 
 // A member returns to a group carrying traffic: its share of the flows
-// comes with it (core/rejoin.hpp).
+// comes with it (testbed/rejoin.hpp).
 bool FibAgent::pull_flows(const std::string& prefix, const Installed& inst, const std::set<int>& usable, bool v6) {
   // a bucket's idle time counts from its group's last change: only a group
   // left alone for a while tells busy buckets from fresh ones

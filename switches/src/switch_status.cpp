@@ -1,10 +1,13 @@
 #include "lanes/switches/switches.hpp"
 
+#include <fmt/format.h>
+
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <tuple>
 
 #include "lanes/bfd/bfdd.hpp"
@@ -97,6 +100,34 @@ nlohmann::json SwitchRole::status(const RunRegistry& reg, const std::string& run
                                   bool detailed) const {
   if ((node.kind != NodeKind::rack_switch && node.kind != NodeKind::spine) || netns_fd < 0) return nullptr;
   return switch_status_json(reg, run_id, node, netns_fd, /*with_rib=*/detailed);
+}
+
+void SwitchRole::print_status(const nlohmann::json& b, const nlohmann::json&, std::ostream& out) const {
+  size_t est = 0;
+  for (const auto& ss : b["sessions"]) est += ss["state"] == "established";
+  out << fmt::format("  bgp: {} sessions, {} established, {} announcements rejected{}{}\n", b["sessions"].size(), est,
+                     b.value("rejected", uint64_t{0}), b.value("stale", false) ? ", routes STALE (gobgpd lost)" : "",
+                     b.contains("error") ? ", " + b["error"].get<std::string>() : "");
+  for (const auto& ss : b["sessions"])
+    out << fmt::format("    {:<16} {:<16} AS {:<10} {:<11} received {} accepted {} rejected {}\n",
+                       ss["neighbor"].get<std::string>(), ss["description"].get<std::string>(),
+                       ss["peer_as"].get<uint32_t>(), ss["state"].get<std::string>(), ss["received"].get<uint64_t>(),
+                       ss["accepted"].get<uint64_t>(), ss["rejected"].get<uint64_t>());
+  if (b.contains("announced")) {
+    std::string a;
+    for (const auto& p : b["announced"]) a += " " + p.get<std::string>();
+    out << "  announced:" << (a.empty() ? " -" : a) << "\n";
+  }
+  if (b.contains("routes"))
+    for (const auto& [prefix, r] : b["routes"].items()) {
+      std::string m;
+      for (const auto& x : r["members"]) m += " " + x["ifname"].get<std::string>() + "(" + x["peer"].get<std::string>() + ")";
+      out << fmt::format("  group {:<22} ->{}\n", prefix, m);
+    }
+  std::string d;
+  for (const auto& x : b["daemons"])
+    d += fmt::format(" {} pid {} ({} restarts)", x["name"].get<std::string>(), x["pid"].get<int>(), x["restarts"].get<int>());
+  out << "  daemons:" << (d.empty() ? " none" : d) << fmt::format("; exits recorded: {}\n", b.value("daemon_exits", 0));
 }
 
 }  // namespace lanes::switches

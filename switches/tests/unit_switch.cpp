@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <map>
 
@@ -62,6 +63,14 @@ TEST_CASE("switch config renders ownership and containment policies and per-NIC 
   CHECK(apa.resilient.unbalanced_timer_s == 3);
   // the file the agent reads is the config the switch role wrote, whole
   CHECK(AgentConfig::from_json(apa.to_json()) == apa);
+  // the file's keys as lanes-fib-agent has always read them
+  std::set<std::string> keys, port_keys;
+  const nlohmann::json apa_file = apa.to_json();
+  for (const auto& [k, v] : apa_file.items()) keys.insert(k);
+  for (const auto& [k, v] : apa_file["ports"][0].items()) port_keys.insert(k);
+  CHECK(keys == std::set<std::string>{"node", "api", "resilient", "originate", "blackhole", "ports", "static",
+                                      "stale_timeout_s"});  // bfd_socket only where deploy_switches starts a bfdd
+  CHECK(port_keys == std::set<std::string>{"ifname", "peer", "match", "gw4", "gw6", "peer_mac", "sessions"});
   CHECK(apa.to_json()["resilient"]["unbalanced_timer_s"] == 3);
   CHECK(four_nic_config().resilient.unbalanced_timer_s == 1);  // the default
 

@@ -228,6 +228,7 @@ DeviceImpairment& DeviceImpairment::operator=(DeviceImpairment&&) noexcept = def
 DeviceImpairment::~DeviceImpairment() = default;
 
 Result<DeviceImpairment> DeviceImpairment::attach(int ifindex, const std::string& ifname, const Impairment& imp) {
+  libbpf_to_log();
   if (rootless::world_base())
     return os_error(EPERM, "impairing " + ifname + ": loss, duplication and corruption are lanes' tc BPF program, and lanes "
                            "without root runs in a user namespace, which cannot load BPF; run lanes as root for them "

@@ -208,7 +208,7 @@ bool Daemon::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (!running()) return true;
   if (impl_->pidfd < 0) impl_->pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid(), 0));
   while (running()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     if (impl_->pidfd < 0) {  // a kernel without pidfds (before 5.3)
       std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(5)));

@@ -448,7 +448,7 @@ std::string progress_words(const std::string& progress) {
 Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string& run_id,
                                       std::chrono::seconds timeout, const std::string& lanes_bin,
                                       std::optional<std::chrono::steady_clock::time_point> give_up) {
-  // the run's log directory is core's: a run of hosts alone has one too
+  // the run's log directory is testbed's: a run of hosts alone has one too
   std::error_code ec;
   std::filesystem::create_directories(reg.layout(run_id).logs(), ec);
   std::string log_path = reg.layout(run_id).logs() + "/supervisor.log";

@@ -1,7 +1,10 @@
 #include "lanes/vip/deploy.hpp"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 
 #include "lanes/testbed/result.hpp"
 
@@ -96,6 +99,17 @@ nlohmann::json InjectorRole::status(const RunRegistry& reg, const std::string& r
     return nlohmann::json::parse(in);
   } catch (const std::exception&) {
     return nullptr;
+  }
+}
+
+void InjectorRole::print_status(const nlohmann::json& v, const nlohmann::json&, std::ostream& out) const {
+  out << fmt::format("  VIP injector ({}): {} {}\n", v.value("mode", "?"), v.value("task4", ""), v.value("task6", ""));
+  for (const auto& ss : v.value("sessions", nlohmann::json::array())) {
+    std::string ann;
+    for (const auto& k : ss["announced_nics"]) ann += " nic" + std::to_string(k.get<int>());
+    out << fmt::format("    {} -> {} {:<11} announcing:{}{}\n", ss.value("local", "?"), ss.value("peer", "?"),
+                       ss.value("state", "?"), ann.empty() ? " nothing" : ann,
+                       ss.value("last_error", "").empty() ? "" : "  last error: " + ss["last_error"].get<std::string>());
   }
 }
 

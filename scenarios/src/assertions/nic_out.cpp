@@ -56,9 +56,13 @@ reports::Assertion NicOut::check(const Step& st, LiveContext& ctx) const {
   a.measured = fmt::format("nic{} {:.2f}% of {:.3f} Gbit/s", nic, share, total);
   if (total < min_gbps) a.message = "no workload's traffic in the window";
   auto state = ctx.host_agent_state ? ctx.host_agent_state(host) : std::nullopt;
-  // a bpf mode the host was given: its datapath's counters must be read
+  // a bpf mode the host agent runs (it falls back to ecmp where BPF cannot
+  // load, and says so in its state), or, with no state to say, the mode
+  // the host was given: its datapath's counters must be read
   const auto& node = ctx.topo.nodes.at(static_cast<size_t>(ctx.topo.find_node(host)));
-  bool bpf_asked = node.job && (node.job->egress == testbed::EgressMode::bpf || node.job->egress == testbed::EgressMode::bpf_numa);
+  bool bpf_asked = state ? (state->mode == "bpf" || state->mode == "bpf-numa")
+                         : node.job && (node.job->egress == testbed::EgressMode::bpf ||
+                                        node.job->egress == testbed::EgressMode::bpf_numa);
   if (bpf_asked && !state) {
     a.measured += "; no host agent state to read the datapath's flows from";
     a.message = "egress is a bpf mode, but its datapath's counters could not be read";

@@ -52,7 +52,7 @@ json Bootstrap::figures(const WorkloadRun& w, double, StepContext&) const {
 }
 
 std::string Bootstrap::summary(const json& f) const { return fetch_summary(f); }
-std::vector<reports::FigureDecl> Bootstrap::declared_figures() const { return fetch_figures(); }
+std::vector<reports::FigureDecl> Bootstrap::declared_figures() const { return fetch_declared(); }
 std::string Bootstrap::matrix_steps() const {
   return R"(<workload name="w" type="bootstrap" server="storage" workers="4" bytes="1M"/>)";
 }

@@ -63,9 +63,15 @@ std::string Dataload::summary(const json& f) const {
 
 std::vector<reports::FigureDecl> Dataload::declared_figures() const {
   using C = reports::FigureDecl::Combine;
-  return {{"requests", "", C::median_run, false},  {"p99_first_ms", "ms", C::median_run, false},
-          {"p99_final_ms", "ms"},                  {"p99_slope_ms_per_s", "ms/s"},
-          {"outstanding", "", C::median_run, false}, {"connection_errors", "", C::sum, true}};
+  // its figures are a fetch's (fetch_figures) and the latency trend
+  auto d = fetch_declared();
+  for (reports::FigureDecl x : {reports::FigureDecl{"requests", "", C::median_run, false},
+                                reports::FigureDecl{"p99_first_ms", "ms", C::median_run, false},
+                                reports::FigureDecl{"p99_final_ms", "ms"},
+                                reports::FigureDecl{"p99_slope_ms_per_s", "ms/s"},
+                                reports::FigureDecl{"outstanding", "", C::median_run, false}})
+    d.push_back(std::move(x));
+  return d;
 }
 
 std::string Dataload::matrix_steps() const {

@@ -110,7 +110,7 @@ std::string fetch_summary(const json& f) {
                      f.value("p99_ms", 0.0), setup, f.value("seconds", 0.0), verified_words(f));
 }
 
-std::vector<reports::FigureDecl> fetch_figures() {
+std::vector<reports::FigureDecl> fetch_declared() {
   using C = reports::FigureDecl::Combine;
   return verified_figures({{"seconds", "s"},
                            {"p50_ms", "ms", C::median_run, false},

@@ -28,7 +28,7 @@ void Ingest::start(WorkloadRun& w, StepContext& ctx) const {
 json Ingest::figures(const WorkloadRun& w, double, StepContext&) const { return fetch_figures(fetch_results(w)); }
 
 std::string Ingest::summary(const json& f) const { return fetch_summary(f); }
-std::vector<reports::FigureDecl> Ingest::declared_figures() const { return fetch_figures(); }
+std::vector<reports::FigureDecl> Ingest::declared_figures() const { return fetch_declared(); }
 std::string Ingest::matrix_steps() const {
   return R"(<workload name="w" type="ingest" host="h1" server="storage" conns="8" requests="4" size="256K"/>)";
 }

@@ -203,7 +203,8 @@ nlohmann::json dataload_figures(const std::optional<traffic::FetchResult>& r, do
 void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan);
 std::vector<std::optional<traffic::FetchResult>> fetch_results(const WorkloadRun& w);
 std::string fetch_summary(const nlohmann::json& f);
-std::vector<reports::FigureDecl> fetch_figures();
+// what a fetching workload declares (fetch_figures' keys)
+std::vector<reports::FigureDecl> fetch_declared();
 
 // The job hosts of a comma-separated hosts= list (those with a job), or
 // every job host when the step has none.

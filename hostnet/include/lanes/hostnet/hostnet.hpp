@@ -84,6 +84,7 @@ class HostRole final : public testbed::Role {
   const char* status_key() const override { return "hostnet"; }
   nlohmann::json status(const testbed::RunRegistry& reg, const std::string& run_id, const testbed::Node& node,
                         int netns_fd, bool detailed) const override;
+  void print_status(const nlohmann::json& view, const nlohmann::json& node, std::ostream& out) const override;
 };
 
 // The host agent's configuration for HOST.

@@ -90,6 +90,12 @@ class Fault {
 
 // Every workload and fault type, registered once.
 const std::vector<const Workload*>& workloads();
+// The one result of a workload with repeat="N" from its runs (each named
+// name#k): the run of median seconds, with each figure PLUGIN declares
+// combined as declared (summed, or true only if true in every run), every
+// run's seconds (seconds_runs), each failed run's reason (verify_note) and
+// the plug-in's sentence of the whole. It keeps the median run's name.
+reports::WorkloadResult combine_runs(const std::vector<reports::WorkloadResult>& runs, const Workload& plugin);
 const Workload* find_workload(const std::string& type);
 const std::vector<const Fault*>& faults();
 const Fault* find_fault(const std::string& type);

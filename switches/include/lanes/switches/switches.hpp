@@ -68,6 +68,7 @@ class SwitchRole final : public Role {
   const char* status_key() const override { return "bgp"; }
   nlohmann::json status(const RunRegistry& reg, const std::string& run_id, const Node& node, int netns_fd,
                         bool detailed) const override;
+  void print_status(const nlohmann::json& view, const nlohmann::json& node, std::ostream& out) const override;
 };
 
 }  // namespace lanes::switches

@@ -20,7 +20,7 @@ struct KernelFeatures {
   bool tbf = false;
   bool nexthop_objects = false;
   bool resilient_groups = false;
-  bool rootless = false;  // lanes runs without root, in the user's own user namespace (core/rootless.hpp)
+  bool rootless = false;  // lanes runs without root, in the user's own user namespace (rootless.hpp)
   bool bpf = false;       // this process can load a tc BPF program
   std::string bpf_error;  // why not, when it cannot
   std::string notes;  // what a missing feature disables

@@ -2,7 +2,7 @@
 // Bring-up as data: the kernel changes a run makes (links, addresses,
 // neighbours, qdiscs, nexthops, routes, rules), each naming the namespace
 // it is made in, computed from the topology by pure functions (the fabric's
-// in core, a host's in hostnet) and applied by one function that logs every
+// in testbed, a host's in hostnet) and applied by one function that logs every
 // change. What a topology becomes is therefore checked without root, by
 // reading its plan.
 

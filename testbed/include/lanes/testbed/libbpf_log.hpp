@@ -9,7 +9,7 @@ namespace lanes::testbed {
 // it again changes nothing.
 void libbpf_to_log();
 
-// While one lives (on any thread), libbpf's warnings are debug lines too:
+// While one lives, libbpf's warnings on its thread are debug lines too:
 // the kernel's words on a refusal lanes expects (the feature probe's load,
 // a clsact qdisc that is there already, a filter that is not) are not
 // warnings. Nests.

@@ -17,7 +17,7 @@ namespace lanes::testbed {
 
 inline constexpr const char* kNetnsDir = "/run/netns";
 // Where namespaces are mounted: kNetnsDir, or in lanes' rootless world the
-// user's lanes-netns directory (core/rootless.hpp).
+// user's lanes-netns directory (rootless.hpp).
 std::string netns_dir();
 
 struct Sysctl {

@@ -5,6 +5,7 @@
 // `lanes status` shows of a node. The lanes executable's main makes the
 // roles and passes them in; core knows none of them.
 
+#include <iosfwd>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,6 +31,10 @@ class Role {
   // everything, not just what a fleet summary counts.
   virtual nlohmann::json status(const RunRegistry& reg, const std::string& run_id, const Node& node, int netns_fd,
                                 bool detailed) const = 0;
+  // What lanes status prints for a person of VIEW (what status() gave,
+  // detailed), under the node's own line; NODE is the node's whole status
+  // (its interfaces too), for what the view refers to.
+  virtual void print_status(const nlohmann::json& view, const nlohmann::json& node, std::ostream& out) const = 0;
 };
 
 using Roles = std::vector<std::shared_ptr<const Role>>;

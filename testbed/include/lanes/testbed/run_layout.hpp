@@ -18,6 +18,7 @@ class RunLayout {
   std::string supervisor() const { return dir_ + "/supervisor.json"; } // the supervisor's state
   std::string events() const { return dir_ + "/events.jsonl"; }        // daemon starts, exits, restarts
   std::string logs() const { return dir_ + "/logs"; }
+  std::string lanes_log() const { return dir_ + "/lanes.log"; }       // lanes up's own log of the run
   // <logs>/<node>-<daemon>.log
   std::string daemon_log(std::string_view node, std::string_view daemon) const {
     return logs() + "/" + std::string(node) + "-" + std::string(daemon) + ".log";

@@ -35,6 +35,7 @@ class InjectorRole final : public testbed::Role {
   const char* status_key() const override { return "injector"; }
   nlohmann::json status(const testbed::RunRegistry& reg, const std::string& run_id, const testbed::Node& node,
                         int netns_fd, bool detailed) const override;
+  void print_status(const nlohmann::json& view, const nlohmann::json& node, std::ostream& out) const override;
 };
 
 }  // namespace lanes::vip
