@@ -31,6 +31,11 @@ function(lanes_add_catch_test name)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} Catch2::Catch2 lanes_options)
+  # what every test binary has: the shared support headers (tests/), the
+  # sources' and the lanes executable's paths, and that executable built
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_definitions(${name} PRIVATE ${LANES_TEST_DEFS})
+  add_dependencies(${name} lanes)
   if(ARG_TIER STREQUAL "unit")
     set_property(GLOBAL APPEND PROPERTY LANES_UNIT_TEST_TARGETS ${name})  # the rootless tier runs them too
   endif()
