@@ -22,20 +22,12 @@
 
 namespace lanes::traffic_engine {
 
-int collective_main(int argc, char** argv) {
-  auto opt = coll::parse_op(arg(argc, argv, "--op").value_or("allreduce"));
-  int rank = std::stoi(arg(argc, argv, "--rank").value_or("-1"));
-  int ranks = std::stoi(arg(argc, argv, "--ranks").value_or("0"));
-  int channels = std::stoi(arg(argc, argv, "--channels").value_or("8"));
-  int iterations = std::stoi(arg(argc, argv, "--iterations").value_or("3"));
-  int warmup = std::stoi(arg(argc, argv, "--warmup").value_or("1"));
-  uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("0"));
-  uint64_t piece = std::stoull(arg(argc, argv, "--piece").value_or("262144"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  double timeout = std::stod(arg(argc, argv, "--timeout").value_or("600"));
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
-  int next_port = std::stoi(arg(argc, argv, "--next-port").value_or(std::to_string(port)));
-  int listen_fd = std::stoi(arg(argc, argv, "--listen-fd").value_or("-1"));
+int collective_main(const scenarios::traffic::CollectiveArgs& a) {
+  auto opt = coll::parse_op(a.op);
+  const int rank = a.rank, ranks = a.ranks, channels = a.channels, iterations = a.iterations, warmup = a.warmup;
+  const uint64_t bytes = a.bytes, piece = a.piece, seed = a.seed;
+  const double timeout = a.timeout;
+  const int port = a.port, next_port = a.next_port.value_or(a.port), listen_fd = a.listen_fd;
   std::string why;
   if (!opt) why = "--op must be allreduce, reducescatter or allgather";
   else if (ranks < 2) why = "--ranks must be at least 2";
@@ -45,9 +37,8 @@ int collective_main(int argc, char** argv) {
   else if (bytes < 8ull * static_cast<uint64_t>(ranks)) why = "--bytes must be at least 8 per rank";
   sockaddr_storage next{};
   socklen_t nlen = 0;
-  auto to = arg(argc, argv, "--to");
-  if (why.empty() && !to) why = "--to NEXT (the next rank's address) is required";
-  if (why.empty() && !make_addr(*to, next_port, next, nlen)) why = "bad address " + *to;
+  if (why.empty() && a.to.empty()) why = "--to NEXT (the next rank's address) is required";
+  if (why.empty() && !make_addr(a.to, next_port, next, nlen)) why = "bad address " + a.to;
   if (!why.empty()) {
     std::cerr << "lanes-traffic collective: " << why << "\n";
     return 2;
@@ -59,7 +50,7 @@ int collective_main(int argc, char** argv) {
   r.result().iterations = iterations;
   r.result().warmup = warmup;
   r.prepare();
-  if (!wait_for_go(argc, argv)) return 1;
+  if (!wait_for_go(a.wait_go)) return 1;
   bool ok = r.run(next, nlen, ls, timeout);
   r.verify();
   std::cout << traffic::line_of(r.result()) << "\n";

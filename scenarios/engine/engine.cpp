@@ -18,19 +18,8 @@ std::atomic<bool> g_stop{false};
 std::string g_congestion;
 extern "C" void on_term(int) { g_stop = true; }
 
-std::optional<std::string> arg(int argc, char** argv, const std::string& name) {
-  for (int i = 2; i + 1 < argc; ++i)
-    if (argv[i] == name) return std::string(argv[i + 1]);
-  return std::nullopt;
-}
-bool has_flag(int argc, char** argv, const std::string& name) {
-  for (int i = 2; i < argc; ++i)
-    if (argv[i] == name) return true;
-  return false;
-}
-
-bool wait_for_go(int argc, char** argv) {
-  if (!has_flag(argc, argv, "--wait-go")) return true;
+bool wait_for_go(bool wait_go) {
+  if (!wait_go) return true;
   sigset_t go;
   sigemptyset(&go);
   sigaddset(&go, SIGUSR1);
@@ -103,15 +92,13 @@ int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::op
   return fd;
 }
 
-bool target_of(int argc, char** argv, const char* mode, int default_port, sockaddr_storage& dst, socklen_t& dlen) {
-  auto to = arg(argc, argv, "--to");
-  if (!to) {
+bool target_of(const std::string& to, int port, std::string_view mode, sockaddr_storage& dst, socklen_t& dlen) {
+  if (to.empty()) {
     std::cerr << "lanes-traffic " << mode << ": --to ADDR is required\n";
     return false;
   }
-  int port = std::stoi(arg(argc, argv, "--port").value_or(std::to_string(default_port)));
-  if (!make_addr(*to, port, dst, dlen)) {
-    std::cerr << "lanes-traffic " << mode << ": bad address " << *to << "\n";
+  if (!make_addr(to, port, dst, dlen)) {
+    std::cerr << "lanes-traffic " << mode << ": bad address " << to << "\n";
     return false;
   }
   return true;

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "lanes/scenarios/traffic_args.hpp"
 #include "lanes/testbed/event_loop.hpp"
 
 namespace lanes::traffic_engine {
@@ -16,15 +18,11 @@ namespace lanes::traffic_engine {
 extern std::atomic<bool> g_stop;
 extern "C" void on_term(int);
 
-// The value after NAME among argv[2..] (argv[1] is the mode).
-std::optional<std::string> arg(int argc, char** argv, const std::string& name);
-bool has_flag(int argc, char** argv, const std::string& name);
-
-// --wait-go: lanes started this process with SIGUSR1 blocked and sends it
+// wait_go (--wait-go): lanes started this process with SIGUSR1 blocked and sends it
 // to every process of a burst once all are running, so that a thousand of
 // them start at one moment, not over the seconds it took to start them.
 // false: SIGTERM came first.
-bool wait_for_go(int argc, char** argv);
+bool wait_for_go(bool wait_go);
 
 // --congestion NAME (any mode): the TCP congestion control of every TCP
 // socket this process opens, so that a run's figures do not depend on the
@@ -39,8 +37,8 @@ bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& 
 // (non-blocking for TCP). On failure: -1 and WHY says what failed.
 int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::optional<std::string>& bind,
             std::string& why);
-// --to ADDR and --port P (default PORT) of MODE: false after saying what is wrong.
-bool target_of(int argc, char** argv, const char* mode, int default_port, sockaddr_storage& dst, socklen_t& dlen);
+// --to ADDR and --port P of MODE: false after saying what is wrong.
+bool target_of(const std::string& to, int port, std::string_view mode, sockaddr_storage& dst, socklen_t& dlen);
 // A non-blocking TCP listener on PORT of every address, both families (-1 after saying why not).
 int listen_tcp(int port);
 // SIGTERM and SIGINT end LOOP (through its signalfd); one that came before
@@ -48,8 +46,8 @@ int listen_tcp(int port);
 bool stop_on_signals(testbed::EventLoop& loop, const char* mode);
 
 // The modes beyond traffic_main.cpp's
-int collective_main(int argc, char** argv);
-int training_main(int argc, char** argv);
-int store_main(int argc, char** argv);
+int collective_main(const scenarios::traffic::CollectiveArgs& a);
+int training_main(const scenarios::traffic::TrainingArgs& a);
+int store_main(const scenarios::traffic::StoreArgs& a);
 
 }  // namespace lanes::traffic_engine

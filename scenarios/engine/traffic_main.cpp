@@ -56,7 +56,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <sstream>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -88,11 +88,10 @@ struct Header {
   uint64_t bytes;
 };
 
-int recv_main(int argc, char** argv) {
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5301"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  int expect = std::stoi(arg(argc, argv, "--flows").value_or("0"));
-  int ls = listen_tcp(port);
+int recv_main(const traffic::RecvArgs& a) {
+  const uint64_t seed = a.seed;
+  const int expect = a.flows;
+  int ls = listen_tcp(a.port);
   if (ls < 0) return 1;
   EventLoop loop;
   if (!stop_on_signals(loop, "recv")) return 1;
@@ -168,21 +167,23 @@ int recv_main(int argc, char** argv) {
   return all ? 0 : 1;
 }
 
-int send_main(int argc, char** argv) {
+int send_main(const traffic::SendArgs& a) {
   sockaddr_storage dst{};
   socklen_t dlen = 0;
-  if (!target_of(argc, argv, "send", 5301, dst, dlen)) return 2;
-  if (!wait_for_go(argc, argv)) return 1;
-  int nflows = std::stoi(arg(argc, argv, "--flows").value_or("1"));
-  uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("10000000"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  int interval_ms = std::stoi(arg(argc, argv, "--interval-ms").value_or("100"));
-  auto bind_to = arg(argc, argv, "--bind");
+  if (!target_of(a.to, a.port, a.kMode, dst, dlen)) return 2;
+  if (a.flows < 1 || a.interval_ms < 1 || a.chunk < 1) {
+    std::cerr << "lanes-traffic send: --flows, --interval-ms and --chunk must be positive\n";
+    return 2;
+  }
+  if (!wait_for_go(a.wait_go)) return 1;
+  const int nflows = a.flows;
+  const uint64_t bytes = a.bytes, seed = a.seed;
+  const int interval_ms = a.interval_ms;
+  const auto& bind_to = a.bind;
   // --total T: the flows share T bytes, taking CHUNK bytes at a time as they
   // drain (a striped checkpoint: every flow stays busy until the end)
-  std::optional<uint64_t> total_budget;
-  if (auto t = arg(argc, argv, "--total")) total_budget = std::stoull(*t);
-  uint64_t chunk_size = std::stoull(arg(argc, argv, "--chunk").value_or("1048576"));
+  const std::optional<uint64_t> total_budget = a.total;
+  const uint64_t chunk_size = a.chunk;
   uint64_t budget = total_budget.value_or(0);
   struct Flow {
     int fd = -1;
@@ -350,15 +351,14 @@ int send_main(int argc, char** argv) {
   result.gbps = secs > 0 ? static_cast<double>(total) * 8 / secs / 1e9 : 0;
   result.connection_errors = errors;
   result.interval_ms = interval_ms;
-  result.to = arg(argc, argv, "--to").value_or("");
+  result.to = a.to;
   std::cout << traffic::line_of(result) << "\n";
   return errors ? 1 : 0;
 }
 
-int serve_main(int argc, char** argv) {
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5401"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  int ls = listen_tcp(port);
+int serve_main(const traffic::ServeArgs& a) {
+  const uint64_t seed = a.seed;
+  int ls = listen_tcp(a.port);
   if (ls < 0) return 1;
   EventLoop loop;
   if (!stop_on_signals(loop, "serve")) return 1;
@@ -458,33 +458,32 @@ traffic::Percentiles percentiles(const std::vector<double>& v) {
   return {percentile(v, 0.50), percentile(v, 0.99), percentile(v, 1.0)};
 }
 
-int fetch_main(int argc, char** argv) {
+int fetch_main(const traffic::FetchArgs& a) {
   sockaddr_storage dst{};
   socklen_t dlen = 0;
-  if (!target_of(argc, argv, "fetch", 5401, dst, dlen)) return 2;
-  int nconns = std::stoi(arg(argc, argv, "--conns").value_or("1"));
-  int nreq = std::stoi(arg(argc, argv, "--requests").value_or("1"));
-  uint64_t bytes = std::stoull(arg(argc, argv, "--bytes").value_or("65536"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  double timeout_s = std::stod(arg(argc, argv, "--timeout").value_or("120"));
-  auto bind_to = arg(argc, argv, "--bind");
+  if (!target_of(a.to, a.port, a.kMode, dst, dlen)) return 2;
+  const int nconns = a.conns, nreq = a.requests;
+  const uint64_t bytes = a.bytes, seed = a.seed;
+  const double timeout_s = a.timeout;
+  const auto& bind_to = a.bind;
   // --rate R: open loop. Requests arrive at R a second for --duration
   // seconds (--arrival poisson|constant) and queue for the next free
   // connection; a request's latency runs from its arrival
-  auto rate_arg = arg(argc, argv, "--rate");
-  bool open_loop = rate_arg.has_value();
-  double duration_s = std::stod(arg(argc, argv, "--duration").value_or("10"));
-  std::string arrival = arg(argc, argv, "--arrival").value_or("poisson");
-  if (arrival != "poisson" && arrival != "constant") {
-    std::cerr << "lanes-traffic fetch: --arrival " << arrival << ": expected poisson or constant\n";
+  const bool open_loop = a.rate.has_value();
+  if (a.arrival != "poisson" && a.arrival != "constant") {
+    std::cerr << "lanes-traffic fetch: --arrival " << a.arrival << ": expected poisson or constant\n";
+    return 2;
+  }
+  if (nconns < 1 || (open_loop ? *a.rate <= 0 || a.duration <= 0 : nreq < 1)) {
+    std::cerr << "lanes-traffic fetch: --conns, and --requests or --rate and --duration, must be positive\n";
     return 2;
   }
   std::vector<double> arrivals;
   if (open_loop)
     arrivals = lanes::scenarios::arrival_times(
-        std::stod(*rate_arg), duration_s,
-        arrival == "constant" ? lanes::scenarios::Arrival::constant : lanes::scenarios::Arrival::poisson, seed);
-  if (!wait_for_go(argc, argv)) return 1;
+        *a.rate, a.duration,
+        a.arrival == "constant" ? lanes::scenarios::Arrival::constant : lanes::scenarios::Arrival::poisson, seed);
+  if (!wait_for_go(a.wait_go)) return 1;
   struct Conn {
     int fd = -1;
     int done_requests = 0;
@@ -676,8 +675,8 @@ struct Probe {
   uint64_t seq;
 };
 
-int probe_recv_main(int argc, char** argv) {
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
+int probe_recv_main(const traffic::ProbeRecvArgs& args) {
+  const int port = args.port;
   int fd = ::socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   int zero = 0;
   ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
@@ -744,18 +743,13 @@ int probe_recv_main(int argc, char** argv) {
   return 0;
 }
 
-int probe_send_main(int argc, char** argv) {
+int probe_send_main(const traffic::ProbeSendArgs& a) {
   sockaddr_storage dst{};
   socklen_t dlen = 0;
-  if (!target_of(argc, argv, "probe-send", 5501, dst, dlen)) return 2;
-  int npaths = std::stoi(arg(argc, argv, "--paths").value_or("1"));
-  double rate = std::stod(arg(argc, argv, "--rate").value_or("1000"));
-  double seconds = std::stod(arg(argc, argv, "--seconds").value_or("0"));
-  std::vector<std::string> binds;
-  if (auto b = arg(argc, argv, "--bind")) {
-    std::stringstream ss(*b);
-    for (std::string x; std::getline(ss, x, ',');) binds.push_back(x);
-  }
+  if (!target_of(a.to, a.port, a.kMode, dst, dlen)) return 2;
+  const int npaths = a.paths;
+  const double rate = a.rate, seconds = a.seconds;
+  const auto& binds = a.bind;
   if (npaths < 1 || rate <= 0) {
     std::cerr << "lanes-traffic probe-send: --paths and --rate must be positive\n";
     return 2;
@@ -791,12 +785,24 @@ int probe_send_main(int argc, char** argv) {
   loop.run();  // until SIGTERM or --seconds
   for (int fd : fds) ::close(fd);
   traffic::ProbeSendResult result;
-  result.to = arg(argc, argv, "--to").value_or("");
+  result.to = a.to;
   result.paths = npaths;
   result.sent_per_path = seq;
   result.send_errors = send_errors;
   std::cout << traffic::line_of(result) << "\n";
   return 0;
+}
+
+// MODE_MAIN with the flags WORDS read as its mode's (2 and why when they are not)
+template <class A> int run_mode(std::span<const std::string> words, int (*mode_main)(const A&)) {
+  std::string error;
+  auto a = traffic::parse<A>(words, error);
+  if (!a) {
+    std::cerr << "lanes-traffic " << A::kMode << ": " << error << "\n";
+    return 2;
+  }
+  g_congestion = a->congestion;
+  return mode_main(*a);
 }
 
 }  // namespace
@@ -808,21 +814,16 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   std::string mode = argc > 1 ? argv[1] : "";
-  g_congestion = arg(argc, argv, "--congestion").value_or("");
-  try {
-    if (mode == "recv") return recv_main(argc, argv);
-    if (mode == "send") return send_main(argc, argv);
-    if (mode == "serve") return serve_main(argc, argv);
-    if (mode == "fetch") return fetch_main(argc, argv);
-    if (mode == "probe-recv") return probe_recv_main(argc, argv);
-    if (mode == "probe-send") return probe_send_main(argc, argv);
-    if (mode == "collective") return collective_main(argc, argv);
-    if (mode == "training") return training_main(argc, argv);
-    if (mode == "store") return store_main(argc, argv);
-  } catch (const std::logic_error& e) {  // std::stoi and friends on a malformed number
-    std::cerr << "lanes-traffic " << mode << ": a number argument is malformed (" << e.what() << ")\n";
-    return 2;
-  }
+  const std::vector<std::string> words(argv + std::min(argc, 2), argv + argc);
+  if (mode == "recv") return run_mode(words, recv_main);
+  if (mode == "send") return run_mode(words, send_main);
+  if (mode == "serve") return run_mode(words, serve_main);
+  if (mode == "fetch") return run_mode(words, fetch_main);
+  if (mode == "probe-recv") return run_mode(words, probe_recv_main);
+  if (mode == "probe-send") return run_mode(words, probe_send_main);
+  if (mode == "collective") return run_mode(words, collective_main);
+  if (mode == "training") return run_mode(words, training_main);
+  if (mode == "store") return run_mode(words, store_main);
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
                "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] [--wait-go] "
                "[--interval-ms MS]\n"

@@ -251,10 +251,9 @@ void print(const training::Event& e) { std::cout << training::to_json_line(e).du
 
 }  // namespace
 
-int store_main(int argc, char** argv) {
-  int port = std::stoi(arg(argc, argv, "--port").value_or("0"));
-  int ranks = std::stoi(arg(argc, argv, "--ranks").value_or("0"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
+int store_main(const scenarios::traffic::StoreArgs& a) {
+  const int port = a.port, ranks = a.ranks;
+  const uint64_t seed = a.seed;
   if (port <= 0 || ranks < 1) {
     std::cerr << "lanes-traffic store: --port P and --ranks N are required\n";
     return 2;
@@ -286,22 +285,13 @@ int store_main(int argc, char** argv) {
   std::_Exit(0);  // connections still served end with the process
 }
 
-int training_main(int argc, char** argv) {
-  int rank = std::stoi(arg(argc, argv, "--rank").value_or("-1"));
-  int ranks = std::stoi(arg(argc, argv, "--ranks").value_or("0"));
-  int channels = std::stoi(arg(argc, argv, "--channels").value_or("8"));
-  int steps = std::stoi(arg(argc, argv, "--steps").value_or("0"));
-  int every = std::stoi(arg(argc, argv, "--checkpoint-every").value_or("0"));
-  int incarnation = std::stoi(arg(argc, argv, "--incarnation").value_or("0"));
-  uint64_t gradient = std::stoull(arg(argc, argv, "--gradient").value_or("0"));
-  uint64_t ckpt = std::stoull(arg(argc, argv, "--checkpoint").value_or("0"));
-  uint64_t seed = std::stoull(arg(argc, argv, "--seed").value_or("1"));
-  double compute_s = std::stod(arg(argc, argv, "--compute-ms").value_or("0")) / 1000;
-  double timeout = std::stod(arg(argc, argv, "--timeout").value_or("600"));
-  int port = std::stoi(arg(argc, argv, "--port").value_or("5501"));
-  int next_port = std::stoi(arg(argc, argv, "--next-port").value_or(std::to_string(port)));
-  int store_port = std::stoi(arg(argc, argv, "--store-port").value_or("0"));
-  bool resume = has_flag(argc, argv, "--resume");
+int training_main(const scenarios::traffic::TrainingArgs& a) {
+  const int rank = a.rank, ranks = a.ranks, channels = a.channels, steps = a.steps, every = a.checkpoint_every,
+            incarnation = a.incarnation;
+  const uint64_t gradient = a.gradient, ckpt = a.checkpoint, seed = a.seed;
+  const double compute_s = a.compute_ms / 1000, timeout = a.timeout;
+  const int port = a.port, next_port = a.next_port.value_or(a.port), store_port = a.store_port;
+  const bool resume = a.resume;
   std::string why;
   if (ranks < 2) why = "--ranks must be at least 2";
   else if (rank < 0 || rank >= ranks) why = "--rank must be in 0..ranks-1";
@@ -311,9 +301,9 @@ int training_main(int argc, char** argv) {
   else if (gradient < 8ull * static_cast<uint64_t>(ranks)) why = "--gradient must be at least 8 bytes per rank";
   sockaddr_storage next{}, store{};
   socklen_t nlen = 0, slen = 0;
-  auto to = arg(argc, argv, "--to"), at = arg(argc, argv, "--store");
-  if (why.empty() && !to) why = "--to NEXT (the next rank's address) is required";
-  if (why.empty() && !make_addr(*to, next_port, next, nlen)) why = "bad address " + *to;
+  const auto& at = a.store;
+  if (why.empty() && a.to.empty()) why = "--to NEXT (the next rank's address) is required";
+  if (why.empty() && !make_addr(a.to, next_port, next, nlen)) why = "bad address " + a.to;
   if (why.empty() && (every > 0 || resume) && (!at || store_port <= 0))
     why = "--store ADDR and --store-port Q are required with checkpoints";
   if (why.empty() && at && !make_addr(*at, store_port, store, slen)) why = "bad store address " + *at;
@@ -323,7 +313,7 @@ int training_main(int argc, char** argv) {
   }
   int ls = listen_tcp(port);
   if (ls < 0) return 1;
-  if (!wait_for_go(argc, argv)) return 1;
+  if (!wait_for_go(a.wait_go)) return 1;
 
   training::Event start{"start", rank, incarnation};
   start.start_s = mono_s();

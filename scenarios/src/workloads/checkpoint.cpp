@@ -23,8 +23,8 @@ const Attrs& Checkpoint::attrs() const {
 void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   const Step& st = w.step;
   const auto& topo = ctx.topo();
-  std::string server = st.str("server"), seed = std::to_string(ctx.seed());
-  std::string flows = std::to_string(st.integer("flows", 16));
+  std::string server = st.str("server");
+  const int flows = st.integer("flows", 16);
   w.hosts = hosts_of(st, topo);
   const auto& hosts = w.hosts;
   w.port = ctx.take_ports(save_ ? static_cast<int>(hosts.size()) : 1);
@@ -34,10 +34,13 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   };
   auto port = [&](size_t i) { return save_ ? w.port + static_cast<int>(i) : w.port; };
   auto receiver_ns = [&](size_t i) { return save_ ? ctx.node_ns(server) : ctx.job_ns(hosts[i]); };
-  for (size_t i = 0; i < hosts.size(); ++i)
-    w.servers.push_back(ctx.start_traffic(
-        "recv", receiver_ns(i), {"recv", "--port", std::to_string(port(i)), "--flows", flows, "--seed", seed},
-        file("recv", i)));
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    traffic::RecvArgs recv;
+    recv.port = port(i);
+    recv.flows = flows;
+    recv.seed = ctx.seed();
+    w.servers.push_back(ctx.start_traffic("recv", receiver_ns(i), recv, file("recv", i)));
+  }
   for (size_t i = 0; i < hosts.size(); ++i)
     ctx.wait_listening(receiver_ns(i), port(i), false, save_ ? server : hosts[i] + "'s job");
   // the senders start held and get their go together: started one after
@@ -46,12 +49,15 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   for (size_t i = 0; i < hosts.size(); ++i) {
     const auto& h = topo.nodes.at(static_cast<size_t>(topo.find_node(hosts[i])));
     bool v6 = wants_v6(st, &h);
-    std::string to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
-    w.clients.push_back(ctx.start_traffic(
-        "send", save_ ? ctx.job_ns(hosts[i]) : ctx.node_ns(server),
-        {"send", "--to", to, "--port", std::to_string(port(i)), "--flows", flows, "--total",
-         std::to_string(st.bytes("bytes")), "--seed", seed, "--wait-go"},
-        file("send", i), true));
+    traffic::SendArgs send;
+    send.to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
+    send.port = port(i);
+    send.flows = flows;
+    send.total = st.bytes("bytes");
+    send.seed = ctx.seed();
+    send.wait_go = true;
+    w.clients.push_back(
+        ctx.start_traffic("send", save_ ? ctx.job_ns(hosts[i]) : ctx.node_ns(server), send, file("send", i), true));
   }
   w.start_s = ctx.now_s();
   ctx.go(w.clients);

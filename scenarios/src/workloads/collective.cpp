@@ -54,18 +54,24 @@ void Collective::start(WorkloadRun& w, StepContext& ctx) const {
   bool v6 = job_wants_v6(st, topo, w.hosts);
   for (int r = 0; r < n; ++r) {
     const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
-    std::string to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
-    w.clients.push_back(ctx.start_traffic(
-        "collective " + w.hosts[static_cast<size_t>(r)], ctx.job_ns(w.hosts[static_cast<size_t>(r)]),
-        {"collective", "--op", st.str("op", "allreduce"), "--rank", std::to_string(r), "--ranks", std::to_string(n),
-         "--to", to, "--port", std::to_string(w.port), "--bytes", std::to_string(st.bytes("size")), "--channels",
-         std::to_string(st.integer("channels", 8)), "--iterations", std::to_string(st.integer("iterations", 3)),
-         "--warmup", std::to_string(st.integer("warmup", 1)), "--piece", std::to_string(st.bytes("piece", 256 * 1024)),
-         "--seed", std::to_string(ctx.seed()),
-         "--timeout",
-         std::to_string(std::max<int64_t>(1, st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000)),
-         "--wait-go"},
-        fmt::format("{}.rank-{}.json", base, r), true));
+    traffic::CollectiveArgs a;
+    a.op = st.str("op", "allreduce");
+    a.rank = r;
+    a.ranks = n;
+    a.to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
+    a.port = w.port;
+    a.bytes = st.bytes("size");
+    a.channels = st.integer("channels", 8);
+    a.iterations = st.integer("iterations", 3);
+    a.warmup = st.integer("warmup", 1);
+    a.piece = st.bytes("piece", 256 * 1024);
+    a.seed = ctx.seed();
+    a.timeout = static_cast<double>(
+        std::max<int64_t>(1, st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000));
+    a.wait_go = true;
+    const std::string& host = w.hosts[static_cast<size_t>(r)];
+    w.clients.push_back(ctx.start_traffic("collective " + host, ctx.job_ns(host), a,
+                                          fmt::format("{}.rank-{}.json", base, r), true));
   }
   for (int r = 0; r < n; ++r)
     ctx.wait_listening(ctx.job_ns(w.hosts[static_cast<size_t>(r)]), w.port, false,

@@ -15,33 +15,37 @@ using std::chrono::milliseconds;
 
 void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
   const Step& st = w.step;
-  std::string seed = std::to_string(ctx.seed()), base = ctx.out_base(st.str("name"));
+  std::string base = ctx.out_base(st.str("name"));
   w.port = ctx.take_ports(1);
+  traffic::ServeArgs serve;
+  serve.port = w.port;
+  serve.seed = ctx.seed();
   for (const auto& server : plan.servers)
-    w.servers.push_back(ctx.start_traffic("serve " + server, ctx.node_ns(server),
-                                          {"serve", "--port", std::to_string(w.port), "--seed", seed},
-                                          fmt::format("{}.serve-{}.json", base, server)));
+    w.servers.push_back(
+        ctx.start_traffic("serve " + server, ctx.node_ns(server), serve, fmt::format("{}.serve-{}.json", base, server)));
   for (const auto& server : plan.servers) ctx.wait_listening(ctx.node_ns(server), w.port, false, server);
   double starting = ctx.now_s();
   w.start_s = starting;
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
     if (plan.conns[i] == 0) continue;
-    std::vector<std::string> args = {
-        "fetch", "--to",
-        ctx.server_addr(plan.servers[i % plan.servers.size()],
-                        wants_v6(st, &ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i]))))),
-        "--port", std::to_string(w.port),
-        "--conns", std::to_string(plan.conns[i]), "--requests", std::to_string(plan.requests), "--bytes",
-        std::to_string(plan.bytes), "--seed", seed, "--timeout",
-        std::to_string(st.duration("timeout", milliseconds(120'000)).count() / 1000)};
-    if (plan.burst) args.push_back("--wait-go");
+    traffic::FetchArgs a;
+    a.to = ctx.server_addr(plan.servers[i % plan.servers.size()],
+                           wants_v6(st, &ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i])))));
+    a.port = w.port;
+    a.conns = plan.conns[i];
+    a.bytes = plan.bytes;
+    a.seed = ctx.seed();
+    a.timeout = static_cast<double>(st.duration("timeout", milliseconds(120'000)).count() / 1000);
+    a.wait_go = plan.burst;
     if (plan.rate > 0) {
-      args.erase(std::find(args.begin(), args.end(), "--requests"), std::find(args.begin(), args.end(), "--bytes"));
-      args.insert(args.end(), {"--rate", fmt::format("{}", plan.rate), "--duration", fmt::format("{}", plan.duration_s),
-                               "--arrival", plan.arrival});
+      a.rate = plan.rate;
+      a.duration = plan.duration_s;
+      a.arrival = plan.arrival;
+    } else {
+      a.requests = plan.requests;
     }
     w.hosts.push_back(plan.hosts[i]);
-    w.clients.push_back(ctx.start_traffic("fetch " + plan.hosts[i], ctx.job_ns(plan.hosts[i]), std::move(args),
+    w.clients.push_back(ctx.start_traffic("fetch " + plan.hosts[i], ctx.job_ns(plan.hosts[i]), a,
                                           fmt::format("{}.fetch-{}.json", base, plan.hosts[i]), plan.burst));
   }
   if (plan.burst) {

@@ -49,22 +49,22 @@ void Probe::start(WorkloadRun& w, StepContext& ctx) const {
             wants_v6(st, topo.is_job_host(from.name) ? &from : nullptr);
   std::string dst = topo.is_job_host(to.name) ? (v6 ? to.job->task_ip6.to_string() : to.job->task_ip4.to_string())
                                               : ctx.server_addr(to.name, v6);
-  std::vector<std::string> args = {"probe-send", "--to", dst, "--port", std::to_string(w.port), "--rate",
-                                   fmt::format("{}", st.num("rate", 1000))};
-  int paths = st.integer("paths", 8);
+  traffic::ProbeSendArgs send;
+  send.to = dst;
+  send.port = w.port;
+  send.rate = st.num("rate", 1000);
+  send.paths = st.integer("paths", 8);
   if (st.flag("per-nic", false)) {
-    std::string binds;
     for (const auto& nic : from.nics)
-      binds += (binds.empty() ? "" : ",") + (v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
-    args.insert(args.end(), {"--bind", binds});
-    paths = static_cast<int>(from.nics.size());
+      send.bind.push_back(v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
+    send.paths = static_cast<int>(from.nics.size());
   }
-  args.insert(args.end(), {"--paths", std::to_string(paths)});
-  w.servers.push_back(ctx.start_traffic("probe-recv", rns, {"probe-recv", "--port", std::to_string(w.port)},
-                                        base + ".probe-recv.json"));
+  traffic::ProbeRecvArgs recv;
+  recv.port = w.port;
+  w.servers.push_back(ctx.start_traffic("probe-recv", rns, recv, base + ".probe-recv.json"));
   ctx.wait_listening(rns, w.port, true, to.name);
   w.start_s = ctx.now_s();
-  w.clients.push_back(ctx.start_traffic("probe-send", sns, args, base + ".probe-send.json"));
+  w.clients.push_back(ctx.start_traffic("probe-send", sns, send, base + ".probe-send.json"));
 }
 
 json Probe::figures(const WorkloadRun& w, double end_s, StepContext& ctx) const {

@@ -61,19 +61,27 @@ void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
   for (int r = 0; r < n; ++r) {
     const std::string& host = w.hosts[static_cast<size_t>(r)];
     const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
-    std::vector<std::string> args = {
-        "training", "--rank", std::to_string(r), "--ranks", std::to_string(n), "--to",
-        v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string(), "--port", std::to_string(w.port),
-        "--gradient", std::to_string(st.bytes("gradient")), "--steps", std::to_string(st.integer("steps")),
-        "--compute-ms", std::to_string(st.duration("compute").count()), "--channels",
-        std::to_string(st.integer("channels", 8)), "--incarnation", std::to_string(inc), "--seed",
-        std::to_string(ctx.seed()), "--timeout", std::to_string(timeout_s(st)), "--wait-go"};
-    if (!store.empty())
-      args.insert(args.end(), {"--store", store, "--store-port", std::to_string(w.port + 1), "--checkpoint-every",
-                               std::to_string(st.integer("checkpoint-every", 0)), "--checkpoint",
-                               std::to_string(st.has("checkpoint") ? st.bytes("checkpoint") : 0)});
-    if (resume) args.push_back("--resume");
-    w.clients.push_back(ctx.start_traffic("training " + host, ctx.job_ns(host), std::move(args),
+    traffic::TrainingArgs a;
+    a.rank = r;
+    a.ranks = n;
+    a.to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
+    a.port = w.port;
+    a.gradient = st.bytes("gradient");
+    a.steps = st.integer("steps");
+    a.compute_ms = static_cast<double>(st.duration("compute").count());
+    a.channels = st.integer("channels", 8);
+    a.incarnation = inc;
+    a.seed = ctx.seed();
+    a.timeout = static_cast<double>(timeout_s(st));
+    a.wait_go = true;
+    if (!store.empty()) {
+      a.store = store;
+      a.store_port = w.port + 1;
+      a.checkpoint_every = st.integer("checkpoint-every", 0);
+      a.checkpoint = st.has("checkpoint") ? st.bytes("checkpoint") : 0;
+    }
+    a.resume = resume;
+    w.clients.push_back(ctx.start_traffic("training " + host, ctx.job_ns(host), a,
                                           fmt::format("{}.rank-{}.{}.jsonl", base, r, inc), true));
   }
   for (const auto& h : w.hosts) ctx.wait_listening(ctx.job_ns(h), w.port, false, h + "'s job");
@@ -91,11 +99,12 @@ void Training::start(WorkloadRun& w, StepContext& ctx) const {
   w.port = ctx.take_ports(2);  // the ring's, and the store's
   if (st.has("server")) {
     std::string server = st.str("server");
-    w.servers.push_back(ctx.start_traffic(
-        "store " + server, ctx.node_ns(server),
-        {"store", "--port", std::to_string(w.port + 1), "--ranks", std::to_string(w.hosts.size()), "--seed",
-         std::to_string(ctx.seed())},
-        ctx.out_base(st.str("name")) + ".store.json"));
+    traffic::StoreArgs store;
+    store.port = w.port + 1;
+    store.ranks = static_cast<int>(w.hosts.size());
+    store.seed = ctx.seed();
+    w.servers.push_back(
+        ctx.start_traffic("store " + server, ctx.node_ns(server), store, ctx.out_base(st.str("name")) + ".store.json"));
     ctx.wait_listening(ctx.node_ns(server), w.port + 1, false, server);
   }
   w.start_s = ctx.now_s();
@@ -150,7 +159,7 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
       events.insert(events.end(), e.begin(), e.end());
     }
   int n = static_cast<int>(w.hosts.size());
-  json f = training::figures(events, n, static_cast<int>(st.integer("steps")),
+  json f = training::figures(events, n, st.integer("steps"),
                              static_cast<double>(st.duration("compute").count()) / 1000);
   f["hosts"] = w.hosts;
   f["gradient_bytes"] = st.bytes("gradient");

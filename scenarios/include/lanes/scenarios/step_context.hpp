@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "lanes/scenarios/traffic_args.hpp"
 #include "lanes/testbed/model.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
@@ -67,6 +68,11 @@ class StepContext {
   // with SIGUSR1 held and waits for go() (a burst's start at one moment)
   virtual Proc start_traffic(const std::string& role, int ns, std::vector<std::string> args, const std::string& out,
                              bool hold = false) = 0;
+  // the same with one mode's flags (traffic_args.hpp)
+  template <class A>
+  Proc start_traffic(const std::string& role, int ns, const A& args, const std::string& out, bool hold = false) {
+    return start_traffic(role, ns, traffic::to_argv(args), out, hold);
+  }
   virtual void go(std::vector<Proc>& procs) = 0;
   virtual void wait_listening(int ns, int port, bool udp, const std::string& who) = 0;
   // HOST's BPF flow table as its host agent published it: the NIC of each
