@@ -358,7 +358,10 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
   if (!have_privileges(err, "status")) return kExitFailure;
   std::optional<Topology> topo;
   try {
-    topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology());
+    // as the run loaded it: with the overrides of the scenario's phase
+    auto state = reg.load(run);
+    topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology(),
+                              state ? state.value().overrides : Overrides{});
   } catch (const std::exception& e) {
     err << "lanes status: cannot read run " << run << "'s topology: " << e.what() << "\n";
     return kExitFailure;

@@ -82,7 +82,8 @@ class PhaseRun final : public StepContext {
     uint64_t cpus = tb::read_machine_limits().cpus;
     if (auto note = tb::adapt_bfd_default(topo_, cpus); !note.empty()) say(fmt::format("phase {}: {}", ph_.name, note));
     for (const auto& w : tb::bfd_warnings(topo_, cpus)) say(fmt::format("phase {}: warning: {}", ph_.name, w));
-    tb::LiveRunOptions lo{"", ph_.topology_xml, sc_.topology_file, opt_.bin_dir};
+    tb::LiveRunOptions lo{"", sc_.topology_text, sc_.topology_file, opt_.bin_dir};
+    lo.overrides = ph_.overrides;
     lo.held = true;  // a run of lanes run is dead once lanes run is (until --keep leaves it up)
     lo.roles = opt_.roles;
     if (!opt_.run_id_prefix.empty()) {

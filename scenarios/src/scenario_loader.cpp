@@ -202,7 +202,6 @@ class Loader {
         sc.tcp_congestion = v;
     }
     auto topo_el = root.child("topology");
-    std::string topo_text;
     Overrides base;
     std::optional<Topology> base_topo;
     if (!topo_el) {
@@ -216,14 +215,14 @@ class Loader {
         sc.topology_file = relative(f);
         bool readable = false;
         try {
-          topo_text = read_text(sc.topology_file, "topology file");
+          sc.topology_text = read_text(sc.topology_file, "topology file");
           readable = true;
         } catch (const InputError& e) {
           problem(topo_el, "<topology file=\"{}\">: {}", f, e.problems().empty() ? e.what() : e.problems()[0]);
         }
         if (readable) {
           try {
-            base_topo = testbed::load_topology_text(topo_text, sc.topology_file);
+            base_topo = testbed::load_topology_text(sc.topology_text, sc.topology_file);
           } catch (const InputError& e) {
             problem(topo_el, "<topology file=\"{}\">: the topology has {} problem{} (below)", f,
                     e.problems().size(), e.problems().size() == 1 ? "" : "s");
@@ -249,12 +248,11 @@ class Loader {
         if (!phase_names.insert(ph.name).second) problem(c, "a phase named '{}' exists already", ph.name);
         ph.overrides = overrides_of(c, base);
         if (base_topo) {
-          ph.topology_xml = testbed::apply_overrides(topo_text, ph.overrides);
           try {
             std::string where = ph.overrides.empty() ? sc.topology_file
                                                      : fmt::format("{} (as changed at {}:{})", sc.topology_file,
                                                                    file_, ph.line);
-            ph.topology = testbed::load_topology_text(ph.topology_xml, where);
+            ph.topology = testbed::load_topology_text(sc.topology_text, where, ph.overrides);
           } catch (const InputError& err) {
             for (const auto& p : err.problems()) problems_.push_back(p);
             base_topo.reset();

@@ -53,6 +53,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
   state.owner = ::getpid();
   state.held = opt.held;
   state.created_unix = static_cast<int64_t>(std::time(nullptr));
+  state.overrides = opt.overrides;
   {
     std::ofstream copy(reg.layout(id).topology(), std::ios::binary);
     copy << opt.topology_xml;

@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <functional>
-#include <pugixml.hpp>
-#include <sstream>
 
 #include "lanes/testbed/topology_loader.hpp"
 
@@ -48,26 +45,6 @@ std::string override_problem(const OverrideAttr& a, const std::string& value) {
     }
   }
   return "";
-}
-
-std::string apply_overrides(const std::string& topo_text, const Overrides& ov) {
-  if (ov.empty()) return topo_text;
-  pugi::xml_document d;
-  if (!d.load_buffer(topo_text.data(), topo_text.size())) return topo_text;
-  std::function<void(pugi::xml_node)> walk = [&](pugi::xml_node n) {
-    for (const auto& a : override_attrs()) {
-      auto it = ov.find(a.name);
-      if (it == ov.end() || std::string(n.name()) != a.element) continue;
-      if (!n.attribute(a.name)) n.append_attribute(a.name);
-      n.attribute(a.name).set_value(it->second.c_str());
-    }
-    for (auto c : n.children())
-      if (c.type() == pugi::node_element) walk(c);
-  };
-  walk(d.document_element());
-  std::ostringstream ss;
-  d.save(ss, "  ");
-  return ss.str();
 }
 
 }  // namespace lanes::testbed

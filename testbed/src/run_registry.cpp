@@ -28,6 +28,7 @@ nlohmann::json RunState::to_json() const {
   return {{"id", id},         {"topology_name", topology_name}, {"topology_file", topology_file},
           {"phase", phase},   {"owner", owner},                 {"held", held},
           {"created_unix", created_unix},
+          {"overrides", overrides},
           {"daemons", d}};
 }
 
@@ -40,6 +41,7 @@ RunState RunState::from_json(const nlohmann::json& j) {
   s.owner = j.value("owner", 0);
   s.held = j.value("held", false);
   s.created_unix = j.value("created_unix", int64_t{0});
+  s.overrides = j.value("overrides", Overrides{});
   for (const auto& d : j.value("daemons", nlohmann::json::array()))
     s.daemons.push_back({d.value("name", ""), d.value("node", ""), d.value("pid", 0),
                          d.value("start_time", uint64_t{0}), d.value("log", "")});

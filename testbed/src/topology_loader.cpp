@@ -51,7 +51,8 @@ constexpr const char* kTask6 = "2001:2:0:100::/56";
 // Parser state: the document, line lookup and the problems found so far.
 class Loader {
  public:
-  Loader(const std::string& text, std::string file) : text_(text), file_(std::move(file)) {
+  Loader(const std::string& text, std::string file, const Overrides& ov)
+      : text_(text), file_(std::move(file)), overrides_(ov) {
     for (size_t i = 0; i < text_.size(); ++i)
       if (text_[i] == '\n') newlines_.push_back(i);
   }
@@ -212,6 +213,19 @@ class Loader {
   std::map<int, std::pair<bool, bool>> explicit_block_;  // rack → (v4 given, v6 given)
   std::map<int, pugi::xml_node> rack_xml_;
   std::map<int, pugi::xml_node> host_xml_;
+  // OVERRIDES_ set on every element below N they belong to
+  void apply_overrides(pugi::xml_node n) {
+    for (const auto& a : override_attrs()) {
+      auto it = overrides_.find(a.name);
+      if (it == overrides_.end() || std::string_view(n.name()) != a.element) continue;
+      if (!n.attribute(a.name)) n.append_attribute(a.name);
+      n.attribute(a.name).set_value(it->second.c_str());
+    }
+    for (auto c : n.children())
+      if (c.type() == pugi::node_element) apply_overrides(c);
+  }
+
+  const Overrides& overrides_;
   std::vector<std::pair<int, int>> server_attach_;  // server node → attach node (fabric servers)
   std::map<int, uint64_t> server_rate_;
 };
@@ -231,6 +245,7 @@ Topology Loader::load() {
     throw InputError(problems_);
   }
   check_shape(root, {"name"}, {"addressing", "spine", "rack", "server", "link"});
+  if (!overrides_.empty()) apply_overrides(root);
   topo_.file = file_;
   topo_.name = get_name(root, "topology");
 
@@ -726,12 +741,12 @@ std::string format_rate(uint64_t bps) {
   return fmt::format("{}bit", bps);
 }
 
-Topology load_topology_text(const std::string& text, const std::string& file) {
-  return Loader(text, file).load();
+Topology load_topology_text(const std::string& text, const std::string& file, const Overrides& ov) {
+  return Loader(text, file, ov).load();
 }
 
-Topology load_topology(const std::string& path) {
-  return load_topology_text(read_input_file(path, "topology file"), path);
+Topology load_topology(const std::string& path, const Overrides& ov) {
+  return load_topology_text(read_input_file(path, "topology file"), path, ov);
 }
 
 }  // namespace lanes::testbed

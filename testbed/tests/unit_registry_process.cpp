@@ -80,10 +80,12 @@ TEST_CASE("run registry creates locks saves loads lists and removes runs", "[uni
     s.phase = "up";
     s.topology_name = "laptop";
     s.daemons.push_back({"gobgpd", "r1-tor", 1234, 99, "/x.log"});
+    s.overrides = {{"nics", "2"}, {"egress", "bpf"}};
     REQUIRE(reg.save(s).ok());
     auto back = reg.load(id);
     REQUIRE(back.ok());
     CHECK(back.value().phase == "up");
+    CHECK(back.value().overrides == s.overrides);  // lanes status loads the topology as the run did
     CHECK(back.value().daemons.size() == 1);
     CHECK(back.value().daemons[0].start_time == 99);
   }

@@ -438,7 +438,7 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
                           R"(<rack name="r"><host name="h" nics="17"><job/></host></rack>)"})
     CHECK_THROWS_AS(load_topology_text(std::string("<topology>") + bad + "</topology>", "b.xml"), InputError);
   std::string text = R"(<topology><rack name="r" hold-time="9"><host name="h" nics="4"><job egress="ecmp"/></host></rack></topology>)";
-  auto t = load_topology_text(apply_overrides(text, {{"egress", "bpf"}, {"nics", "2"}, {"bfd-interval", "0"}, {"family", "ipv6"}}), "o.xml");
+  auto t = load_topology_text(text, "o.xml", {{"egress", "bpf"}, {"nics", "2"}, {"bfd-interval", "0"}, {"family", "ipv6"}});
   const auto& h = t.nodes.at(static_cast<size_t>(t.find_node("h")));
   CHECK(h.nics.size() == 2);
   CHECK(h.job->egress == EgressMode::bpf);

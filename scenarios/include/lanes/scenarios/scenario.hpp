@@ -62,9 +62,8 @@ struct Step {
 struct Phase {
   std::string name;
   int line = 0;
-  Overrides overrides;       // the scenario's, then the phase's own
-  std::string topology_xml;  // the topology text with the overrides applied
-  testbed::Topology topology;
+  Overrides overrides;  // the scenario's, then the phase's own
+  testbed::Topology topology;  // the scenario's topology loaded with them
   std::vector<Step> steps;
 };
 
@@ -73,6 +72,7 @@ struct Scenario {
   std::string description;
   std::string file;
   std::string topology_file;
+  std::string topology_text;  // as it was read (each run keeps a copy)
   // tcp-congestion=: every TCP connection of its workloads uses it, whatever
   // the machine's default is (a non-root namespace cannot change its own
   // default beyond the kernel's allowed list, so each socket sets it)

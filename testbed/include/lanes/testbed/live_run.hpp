@@ -25,6 +25,7 @@ struct LiveRunOptions {
   std::string topology_xml;  // the topology's text, kept in the run directory
   std::string topology_file; // as the user named it (for status)
   std::string bin_dir;       // lanes' executables; "" = beside this program
+  Overrides overrides;       // what the topology was loaded with, kept in the run's state
   std::chrono::seconds daemons_timeout{30};
   // the start gives up here, whatever progress its daemons make (lanes up --wait)
   std::optional<std::chrono::steady_clock::time_point> give_up;

@@ -1,6 +1,6 @@
 #pragma once
 // What a scenario may change of the topology it runs on (at <topology> and
-// per <phase>): one table of the attributes, the topology element each is
+// per <phase>), as Overrides that the topology loader takes: one table of the attributes, the topology element each is
 // set on, and the bounds of their values. The topology loader checks the
 // same attributes against the same bounds, and lanes-bfdd its interval.
 
@@ -34,9 +34,10 @@ using Overrides = std::map<std::string, std::string>;
 // ("expected one of single|ecmp|bpf|bpf-numa").
 std::string override_problem(const OverrideAttr& a, const std::string& value);
 
-// TOPO_TEXT with OV's attributes set on every element they belong to (a
-// job's on each <job>, a host's on each <host>, a rack's on each <rack>);
-// the text itself when OV is empty or the text is no XML.
-std::string apply_overrides(const std::string& topo_text, const Overrides& ov);
+// A topology with overrides is loaded with them (load_topology_text's OV):
+// the loader sets each on every element it belongs to (a job's on each
+// <job>, a host's on each <host>, a rack's on each <rack>) in the document
+// it parsed, before it expands it into the model. Not a patch of a model:
+// nics= changes how many NICs, links and addresses each host has.
 
 }  // namespace lanes::testbed

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "lanes/testbed/handle.hpp"
+#include "lanes/testbed/overrides.hpp"
 #include "lanes/testbed/result.hpp"
 #include "lanes/testbed/run_layout.hpp"
 
@@ -46,6 +47,7 @@ struct RunState {
   // (lanes run without --keep): once that process is gone the run is dead
   bool held = false;
   int64_t created_unix = 0;
+  Overrides overrides;  // a scenario's, which its topology was loaded with
   std::vector<DaemonRecord> daemons;
 
   nlohmann::json to_json() const;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lanes/testbed/model.hpp"
+#include "lanes/testbed/overrides.hpp"
 
 namespace lanes::testbed {
 
@@ -22,10 +23,11 @@ class InputError : public std::runtime_error {
   std::vector<std::string> problems_;
 };
 
-// Reads and resolves the topology in PATH. Throws InputError.
-Topology load_topology(const std::string& path);
+// Reads and resolves the topology in PATH, with a scenario's overrides OV
+// set on the elements they belong to (overrides.hpp). Throws InputError.
+Topology load_topology(const std::string& path, const Overrides& ov = {});
 // Same, from text already in memory; FILE names it in messages.
-Topology load_topology_text(const std::string& text, const std::string& file);
+Topology load_topology_text(const std::string& text, const std::string& file, const Overrides& ov = {});
 
 // "500mbit", "1gbit", "2.5G", "off" → bits per second (0 = unshaped).
 bool parse_rate(const std::string& text, uint64_t& bps);
