@@ -19,6 +19,7 @@
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/run_layout.hpp"
 #include "lanes/testbed/topology_loader.hpp"
+#include "lanes/testbed/wait.hpp"
 #include "lanes/switches/convergence.hpp"
 
 namespace po = boost::program_options;
@@ -96,12 +97,12 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
   std::chrono::milliseconds converge_took{0};
   if (wait) {
     auto t0 = std::chrono::steady_clock::now();
-    for (;;) {
-      conv = check_convergence(topo, [&](int node) -> Netlink& { return run.value().tb().netlink(node); });
-      converge_took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-      if (conv->done() || std::chrono::steady_clock::now() - t_start >= *wait || interrupted()) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wait - (t0 - t_start));
+    conv = poll_until([&] { return check_convergence(topo, [&](int node) -> Netlink& { return run.value().tb().netlink(node); }); },
+                      [](const Convergence& c) { return c.done(); }, std::max(left, std::chrono::milliseconds(0)),
+                      std::chrono::milliseconds(100), [] { return interrupted(); })
+               .last;
+    converge_took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
   }
   run.value().keep();
   // what exists, counted as status and down count it: nodes and job containers

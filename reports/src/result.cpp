@@ -13,7 +13,7 @@ using nlohmann::json;
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Window, host, from_s, to_s, label)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Assertion, name, phase, line, passed, expected, measured, message,
                                                 windows)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Series, name, unit, interval_s, values)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Series, name, host, nic, direction, unit, interval_s, values)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Marker, t_s, label, kind)
 NLOHMANN_JSON_SERIALIZE_ENUM(FigureDecl::Combine, {{FigureDecl::Combine::median_run, "median-run"},
                                                    {FigureDecl::Combine::sum, "sum"},

@@ -45,7 +45,10 @@ std::vector<reports::Series> NicSampler::series() const {
     for (int dir = 0; dir < 2; ++dir) {
       const auto& c = dir ? rx_[k] : tx_[k];
       reports::Series s;
-      s.name = fmt::format("{} nic{} {}", nics_[k].host_name, nics_[k].nic, dir ? "rx" : "tx");
+      s.host = nics_[k].host_name;
+      s.nic = nics_[k].nic;
+      s.direction = dir ? "rx" : "tx";
+      s.name = fmt::format("{} nic{} {}", s.host, s.nic, s.direction);
       s.unit = "Gbit/s";
       s.interval_s = kSampleS;
       for (size_t i = 1; i < c.size(); ++i)

@@ -15,7 +15,9 @@
 #include <thread>
 
 #include "assertions/live_assertions.hpp"
+#include "nic_figures.hpp"
 #include "nic_sampler.hpp"
+#include "workload_runs.hpp"
 #include "lanes/testbed/cpu_load.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/impair.hpp"
@@ -52,14 +54,7 @@ namespace {
 
 constexpr double kSampleS = NicSampler::kSampleS;
 
-bool sleep_checked(milliseconds d) {
-  auto end = Clock::now() + d;
-  while (Clock::now() < end) {
-    if (tb::interrupted()) return false;
-    std::this_thread::sleep_for(std::min<Clock::duration>(end - Clock::now(), milliseconds(50)));
-  }
-  return true;
-}
+bool sleep_checked(milliseconds d) { return tb::pause_for(d, [] { return tb::interrupted(); }); }
 
 template <typename F>
 bool eventually(F pred, milliseconds timeout, milliseconds every = milliseconds(100)) {
@@ -117,8 +112,7 @@ class PhaseRun final : public StepContext {
       failure = std::current_exception();
     }
     // whatever happened: stop what still runs, keep what it measured
-    for (auto& [name, w] : running_)
-      if (!w.finished) finish(w, true);
+    workloads_.end_all();
     pr_.duration_s = now_s();
     if (sampler_) {
       sampler_->stop();
@@ -202,11 +196,11 @@ class PhaseRun final : public StepContext {
     return nic_of;
   }
   void fail_workload(const std::string& name, const JobFailure& f) override {
-    auto it = running_.find(name);
-    if (it == running_.end()) throw StepError("job-fail: no workload " + name + " runs in this phase");
-    if (it->second.finished) throw StepError("job-fail: workload " + name + " has already ended");
-    const Workload* plugin = find_workload(it->second.step.type);
-    if (auto why = plugin->fail(it->second, *this, f); !why.empty())
+    WorkloadRun* w = workloads_.find(name);
+    if (!w) throw StepError("job-fail: no workload " + name + " runs in this phase");
+    if (w->finished) throw StepError("job-fail: workload " + name + " has already ended");
+    const Workload* plugin = find_workload(w->step.type);
+    if (auto why = plugin->fail(*w, *this, f); !why.empty())
       throw StepError("job-fail: workload " + name + ": " + why);
   }
 
@@ -387,10 +381,9 @@ class PhaseRun final : public StepContext {
       return;
     }
     if (st.element == "mark") return mark(st.str("name"), "mark");
-    if (st.element == "workload") return start_workload(st);
+    if (st.element == "workload") return workloads_.start(st);
     if (st.element == "stop") {
-      auto& w = running_.at(st.str("workload"));
-      if (!w.finished) finish(w, true);
+      workloads_.stop(st.str("workload"));
       if (st.has("mark")) mark(st.str("mark"), "mark");
       return;
     }
@@ -446,156 +439,24 @@ class PhaseRun final : public StepContext {
     if (st.has("mark")) mark(st.str("mark"), "mark");
   }
 
-  // ---- workloads ----
+  // ---- workloads (workload_runs.cpp) ----
 
-  // A workload with repeat="N" runs N times back to back; it is reported
-  // once, by its median run (completion times have a tail: a flow that
-  // loses its last segments waits for a retransmission timeout), with every
-  // run's time beside it and every run's bytes and errors counted.
-  void start_workload(const Step& st) {
-    int repeat = st.integer("repeat", 1);
-    if (repeat <= 1) return start_once(st);
-    std::string name = st.str("name");
-    std::vector<WorkloadResult> runs;
-    for (int i = 0; i < repeat; ++i) {
-      Step one = st;
-      one.attrs["name"] = fmt::format("{}#{}", name, i + 1);
-      one.attrs.erase("repeat");
-      start_once(one);
-      runs.push_back(pr_.workloads.back());
-      pr_.workloads.pop_back();
-    }
-    WorkloadResult r = combine_runs(runs, *find_workload(st.type));
-    r.name = name;
-    json secs = r.figures["seconds_runs"];
-    marks_[name + ".start"] = r.start_s;
-    marks_[name + ".end"] = r.end_s;
-    say(fmt::format("workload {}: median of {} runs {:.2f} s (runs: {})", name, repeat, r.figures.value("seconds", 0.0),
-                    secs.dump()));
-    pr_.workloads.push_back(std::move(r));
+  // the NIC figures of a workload that ended at END: from a sample after its end
+  void nic_figures(WorkloadResult& r, double end) {
+    if (!sampler_) return;
+    sampler_->wait_sample_after(t0_ + std::chrono::microseconds(static_cast<int64_t>((end + kSampleS) * 1e6)));
+    pr_.series = sampler_->series();
+    compute_share(r);
   }
-
-  void start_once(const Step& st) {
-    const Workload* plugin = find_workload(st.type);
-    if (!plugin) throw StepError("no workload type " + st.type);  // the loader knows every type
-    WorkloadRun w;
-    w.step = st;
-    std::string name = st.str("name");
-    plugin->start(w, *this);
-    marks_[name + ".start"] = w.start_s;
-    pr_.markers.push_back({w.start_s, name, "workload"});
-    say(fmt::format("workload {} ({}) started", name, st.type));
-    auto& ref = running_.emplace(name, std::move(w)).first->second;
-    if (!plugin->open_ended() && st.flag("wait", true)) finish(ref, false);
-  }
-
-  // Waits for (or, with STOP, ends) workload W and records its figures.
-  void finish(WorkloadRun& w, bool stop) {
-    const Step& st = w.step;
-    const Workload& plugin = *find_workload(st.type);
-    auto deadline = Clock::now() + st.duration("timeout", milliseconds(300'000));
-    bool timed_out = false;
-    for (auto& c : w.clients) {
-      if (stop) (void)c.d.stop(milliseconds(2000));
-      // on its pidfd, waking every 100 ms to see whether lanes is interrupted
-      while (!c.d.wait_until(std::min(deadline, Clock::now() + milliseconds(100)))) {
-        if (Clock::now() >= deadline || tb::interrupted()) {
-          timed_out = true;
-          (void)c.d.stop(milliseconds(1000));
-          break;
-        }
-      }
-    }
-    double end = now_s();
-    for (auto& s : w.servers) {
-      if (plugin.servers_end()) {
-        (void)s.d.wait_until(Clock::now() + milliseconds(5000));
-      }
-      // a server that still runs is told to end (a probe's receiver counts
-      // the probes still in flight first)
-      if (s.d.running()) (void)s.d.stop(milliseconds(2000));
-    }
-    w.finished = true;
-    marks_[st.str("name") + ".end"] = end;
-    WorkloadResult r;
-    r.name = st.str("name");
-    r.type = st.type;
-    r.host = st.str("host", st.str("from"));
-    r.start_s = w.start_s;
-    r.end_s = end;
-    r.figures = plugin.figures(w, end, *this);
-    if (timed_out) r.figures[tb::interrupted() ? "interrupted" : "timed_out"] = true;
-    r.declared = plugin.declared_figures();
-    pr_.markers.push_back({end, r.name + " done", "workload"});
-    if (sampler_) {
-      sampler_->wait_sample_after(t0_ + std::chrono::microseconds(static_cast<int64_t>((end + kSampleS) * 1e6)));
-      pr_.series = sampler_->series();
-      compute_share(r);
-    }
-    r.summary = plugin.summary(r.figures);  // after the NIC figures, which it may name
-    say(fmt::format("workload {} done in {:.2f} s: {}", r.name, end - w.start_s, r.summary));
-    pr_.workloads.push_back(std::move(r));
-    if (timed_out && tb::interrupted()) throw StepError("interrupted");
-    if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");
-  }
-
-  // The workload's NIC figures from the host's counters: each NIC's share
-  // of the bytes over the whole workload, and the wire rate over its steady
-  // window (steady.hpp: TCP's ramp and the tail of the last flows are not
-  // the line's rate), with that rate's share of the hosts' line.
-  // A rack's transfers (figures "hosts"): NIC k's share is the sum over
-  // the hosts' NIC k.
   void compute_share(WorkloadResult& w) {
-    const Workload* plugin = find_workload(w.type);
-    if (!plugin || !*plugin->nic_direction()) return;
-    std::set<std::string> hosts;
-    if (!w.host.empty()) hosts.insert(w.host);
-    else if (w.figures.contains("hosts") && w.figures["hosts"].is_array())
-      for (const auto& h : w.figures["hosts"]) hosts.insert(h.get<std::string>());
-    for (const auto& h : hosts)
-      if (node(h) < 0 || !N(h).job) return;
-    if (hosts.empty()) return;
-    std::string dir = plugin->nic_direction();
-    // the samples within the workload: sample i covers ((i)·dt, (i+1)·dt]
-    size_t first = static_cast<size_t>(std::max(0.0, std::floor(w.start_s / kSampleS)));
-    size_t last = static_cast<size_t>(std::max(0.0, std::ceil(w.end_s / kSampleS)));  // one past
-    std::vector<double> sums, total(last > first ? last - first : 0, 0.0);
-    for (const auto& s : pr_.series) {
-      auto at = s.name.find(" nic");
-      if (at == std::string::npos || !hosts.count(s.name.substr(0, at)) || s.name.substr(s.name.size() - 2) != dir)
-        continue;
-      size_t k = static_cast<size_t>(std::atoi(s.name.c_str() + at + 4));
-      if (sums.size() <= k) sums.resize(k + 1, 0.0);
-      sums[k] += window_mean(s, w.start_s, w.end_s + kSampleS);
-      for (size_t i = first; i < last && i < s.values.size(); ++i) total[i - first] += s.values[i];
-    }
-    double sum = 0;
-    for (double x : sums) sum += x;
-    w.nic_share.clear();
-    if (sum > 0)
-      for (double x : sums) w.nic_share.push_back(100.0 * x / sum);
-    if (!plugin->wire_rate()) return;
-    SteadyWindow steady = steady_window(total);
-    double line = 0;
-    for (const auto& h : hosts)
-      line += host_line_bps(N(h));
-    w.figures["wire_gbps"] = steady.rate;
-    w.figures["throughput_gbps"] = steady.rate;
-    w.figures["steady_from_s"] = static_cast<double>(first + steady.first) * kSampleS;
-    w.figures["steady_to_s"] = static_cast<double>(first + steady.last + 1) * kSampleS;
-    w.figures["steady_found"] = steady.found;
-    if (line > 0) {
-      w.figures["line_gbps"] = line / 1e9;
-      w.figures["line_share"] = line_share(steady.rate * 1e9, line, w.figures.value("family", "") == "ipv6");
-    }
+    if (const Workload* plugin = find_workload(w.type)) add_nic_figures(w, *plugin, pr_.series, topo_);
   }
 
   // ---- waits ----
 
   void wait(const Step& st) {
     if (st.has("workload")) {
-      auto& w = running_.at(st.str("workload"));
-      if (!w.finished) finish(w, false);
+      workloads_.wait(st.str("workload"));
     } else {
       auto hosts = hosts_of(st, topo_);
       std::string who = st.has("host") ? st.str("host") + "'s group has" : "the groups of rack " + st.str("rack") + " have";
@@ -691,7 +552,7 @@ class PhaseRun final : public StepContext {
   std::optional<NicSampler> sampler_;
   Clock::time_point t0_;
   std::map<std::string, double> marks_ = {{"start", 0.0}};
-  std::map<std::string, WorkloadRun> running_;
+  WorkloadRuns workloads_{*this, marks_, pr_, [this](WorkloadResult& r, double end) { nic_figures(r, end); }};
   std::map<std::string, json> faults_;
   int next_port_ = 5301;
 };

@@ -210,6 +210,7 @@ std::vector<lanes::reports::Series> nic2_down_series(const std::string& dir, dou
   for (int nic = 0; nic < 4; ++nic) {
     lanes::reports::Series s;
     s.name = "h1 nic" + std::to_string(nic) + " " + dir;
+    s.host = "h1", s.nic = nic, s.direction = dir;
     s.interval_s = 1.0;
     for (int t = 0; t < 20; ++t) s.values.push_back(nic == 2 && t >= 10 ? 0.0 : gbps);
     out.push_back(s);
@@ -265,6 +266,7 @@ std::vector<lanes::reports::Series> rejoin_series() {
   for (int n = 0; n < 4; ++n) {
     lanes::reports::Series s;
     s.name = "h1 nic" + std::to_string(n) + " rx";
+    s.host = "h1", s.nic = n, s.direction = "rx";
     s.interval_s = 0.1;
     for (int i = 0; i < 80; ++i) {
       double v = 1.0;
@@ -274,8 +276,10 @@ std::vector<lanes::reports::Series> rejoin_series() {
       s.values.push_back(v);
     }
     s.name = "h1 nic" + std::to_string(n) + " rx";
+    s.host = "h1", s.nic = n, s.direction = "rx";
     out.push_back(s);
     s.name = "h1 nic" + std::to_string(n) + " tx";  // the other direction: idle
+    s.direction = "tx";
     s.values.assign(80, 0.0);
     out.push_back(s);
   }
@@ -350,6 +354,7 @@ TEST_CASE("live assertion rate-share: each NIC's part of the rate in a window", 
     for (int i = 0; i < 4; ++i) {
       lanes::reports::Series s;
       s.name = "h1 nic" + std::to_string(i) + " rx";
+      s.host = "h1", s.nic = i, s.direction = "rx";
       s.interval_s = 0.1;
       s.values.assign(80, 0.000005);
       v.push_back(s);

@@ -11,6 +11,9 @@
 #include <optional>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "nic_figures.hpp"
 #include "fake_fabric.hpp"
 #include "faults/faults.hpp"
 #include "lanes/testbed/topology_loader.hpp"
@@ -473,4 +476,42 @@ TEST_CASE("dataload figures: latency that grows through the run has a slope and 
   auto flat = dataload_figures(r, 8);
   CHECK(flat["p99_slope_ms_per_s"] == Approx(0.0).margin(1e-9));
   CHECK(flat["connection_errors"] == 1);
+}
+
+TEST_CASE("a workload's NIC figures come from its hosts' series, by host, NIC and direction", "[unit]") {
+  auto topo = lanes::testbed::load_topology(lanes::test::topology("laptop.xml"));  // h1, h2: 4 NICs of 500 Mbit/s
+  const auto* restore = lanes::scenarios::find_workload("checkpoint-restore");  // rx, judged by its wire rate
+  REQUIRE(restore);
+  // 0.1 s samples over 4 s: h1's NIC k receives (k + 1) * 0.1 Gbit/s; its
+  // tx and h2's rx are busy too, and must not count
+  std::vector<lanes::reports::Series> series;
+  for (const char* host : {"h1", "h2"})
+    for (int k = 0; k < 4; ++k)
+      for (const char* dir : {"rx", "tx"}) {
+        lanes::reports::Series s;
+        s.host = host, s.nic = k, s.direction = dir;
+        s.name = fmt::format("{} nic{} {}", host, k, dir);
+        bool mine = std::string(host) == "h1" && std::string(dir) == "rx";
+        s.values.assign(40, mine ? 0.1 * (k + 1) : 5.0);
+        series.push_back(s);
+      }
+  lanes::reports::WorkloadResult w;
+  w.type = "checkpoint-restore";
+  w.host = "h1";
+  w.start_s = 0.5;
+  w.end_s = 3.5;
+  lanes::scenarios::add_nic_figures(w, *restore, series, topo);
+  REQUIRE(w.nic_share.size() == 4);
+  CHECK(w.nic_share[0] == Approx(10.0));
+  CHECK(w.nic_share[3] == Approx(40.0));
+  CHECK(w.figures.value("wire_gbps", 0.0) == Approx(1.0));
+  CHECK(w.figures.value("line_gbps", 0.0) == Approx(2.0));  // 4 x 500 Mbit/s
+  // a host that is no job host, or a type with no NIC direction: nothing
+  lanes::reports::WorkloadResult none = w;
+  none.nic_share.clear();
+  none.figures = nlohmann::json::object();
+  none.host = "nosuch";
+  lanes::scenarios::add_nic_figures(none, *restore, series, topo);
+  CHECK(none.nic_share.empty());
+  CHECK_FALSE(none.figures.contains("wire_gbps"));
 }

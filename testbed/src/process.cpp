@@ -345,20 +345,38 @@ std::vector<pid_t> list_pids() {
 bool stop_pid(pid_t pid, uint64_t start_time, std::chrono::milliseconds grace) {
   if (pid <= 1 || start_time == 0) return false;  // no start time: nothing proves which process it is
   auto same = [&] { return process_start_time(pid) == start_time; };
-  if (!same()) return false;
-  ::kill(pid, SIGTERM);
-  auto deadline = std::chrono::steady_clock::now() + grace;
-  while (same() && std::chrono::steady_clock::now() < deadline) {
-    ::waitpid(pid, nullptr, WNOHANG);  // reaps it if it is our child
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // a pidfd taken while it is the same process: readable once that one exits,
+  // whoever's child it is (and never another process that took its pid)
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (!same()) {
+    if (pidfd >= 0) ::close(pidfd);
+    return false;
   }
-  if (same()) {
-    ::kill(pid, SIGKILL);
-    for (int i = 0; i < 200 && same(); ++i) {
-      ::waitpid(pid, nullptr, WNOHANG);
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // until it is gone or DEADLINE: on the pidfd, or every 5 ms without one (before 5.3)
+  auto gone_by = [&](std::chrono::steady_clock::time_point deadline) {
+    for (;;) {
+      ::waitpid(pid, nullptr, WNOHANG);  // reaps it if it is our child
+      if (!same()) return true;
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      if (pidfd < 0) {
+        std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(5)));
+        continue;
+      }
+      // readable: it exited (a zombie another parent has yet to reap is gone too)
+      pollfd p{pidfd, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) > 0) {
+        ::waitpid(pid, nullptr, WNOHANG);
+        return true;
+      }
     }
+  };
+  ::kill(pid, SIGTERM);
+  if (!gone_by(std::chrono::steady_clock::now() + grace)) {
+    ::kill(pid, SIGKILL);
+    (void)gone_by(std::chrono::steady_clock::now() + std::chrono::seconds(1));
   }
+  if (pidfd >= 0) ::close(pidfd);
   return true;
 }
 

@@ -494,7 +494,8 @@ Result<DaemonRecord> start_supervisor(const RunRegistry& reg, const std::string&
       return start_error(ETIMEDOUT, fmt::format("the wait ran out while the daemons were starting ({}); see {}",
                                                 progress_words(last_progress), log_path));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // until the next look at its progress, or at once when the supervisor exits
+    (void)daemon.wait_until(Clock::now() + std::chrono::milliseconds(20));
   }
   daemon.detach();
   return rec;

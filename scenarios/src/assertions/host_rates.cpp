@@ -21,13 +21,10 @@ double HostRates::mean(const std::vector<double>& series, double interval_s, dou
 
 HostRates host_rates(const std::vector<reports::Series>& series, const std::string& host, const std::string& dir) {
   HostRates out;
-  std::string prefix = host + " nic", suffix = " " + dir;
   for (const auto& x : series) {
-    if (x.name.rfind(prefix, 0) != 0 || x.name.size() < suffix.size() ||
-        x.name.compare(x.name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
+    if (x.host != host || x.direction != dir) continue;
     out.interval_s = x.interval_s;
-    out.nics.push_back(x.name.substr(host.size() + 1, x.name.size() - host.size() - 1 - suffix.size()));
+    out.nics.push_back("nic" + std::to_string(x.nic));
     out.per_nic.push_back(x.values);
     if (out.total.size() < x.values.size()) out.total.resize(x.values.size(), 0.0);
     for (size_t i = 0; i < x.values.size(); ++i) out.total[i] += x.values[i];

@@ -33,6 +33,10 @@ struct Assertion {
 // Samples at a fixed interval, e.g. Gbit/s through one NIC.
 struct Series {
   std::string name;  // "h1 nic0 tx"
+  // a NIC's series: its host, NIC index and "tx" or "rx" (empty host: not a NIC's)
+  std::string host;
+  int nic = -1;
+  std::string direction;
   std::string unit;  // "Gbit/s"
   double interval_s = 0.1;
   std::vector<double> values;

@@ -35,6 +35,18 @@ auto poll_until(Probe probe, Accept accept, std::chrono::milliseconds timeout, s
   }
 }
 
+// Sleeps for D unless STOP returns true first (looked at every 50 ms):
+// false when it was stopped.
+inline bool pause_for(std::chrono::milliseconds d, const std::function<bool()>& stop) {
+  auto end = std::chrono::steady_clock::now() + d;
+  for (;;) {
+    if (stop && stop()) return false;
+    auto left = end - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return true;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
+  }
+}
+
 // PRED holds within TIMEOUT (polled every EVERY, given up early on STOP).
 template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds timeout, std::chrono::milliseconds every,
