@@ -81,6 +81,7 @@ constexpr uint32_t kMagic = 0x4c4e5331;     // "LNS1": a flow
 constexpr uint32_t kReqMagic = 0x4c4e5231;  // "LNR1": a request
 constexpr uint64_t kUntilEof = ~uint64_t{0};
 constexpr size_t kTurnBytes = 256 * 1024;  // what one flow writes before the others get a turn
+constexpr size_t kSendBytes = 64 * 1024;   // the most one send() is given
 constexpr uint32_t kProbeMagic = 0x4c4e5031;  // "LNP1": a probe
 struct Header {
   uint32_t magic;
@@ -167,24 +168,32 @@ int recv_main(const traffic::RecvArgs& a) {
   return all ? 0 : 1;
 }
 
-int send_main(const traffic::SendArgs& a) {
-  sockaddr_storage dst{};
-  socklen_t dlen = 0;
-  if (!target_of(a.to, a.port, a.kMode, dst, dlen)) return 2;
-  if (a.flows < 1 || a.interval_ms < 1 || a.chunk < 1) {
-    std::cerr << "lanes-traffic send: --flows, --interval-ms and --chunk must be positive\n";
-    return 2;
+// send: F flows to one receiver, each level-triggered on the one event loop
+class Sender {
+ public:
+  explicit Sender(const traffic::SendArgs& a) : a_(a), budget_(a.total.value_or(0)) {}
+
+  // 0 when every flow sent what it was to; 1 after any error; 2: bad input
+  int run() {
+    if (!target_of(a_.to, a_.port, a_.kMode, dst_, dlen_)) return 2;
+    if (a_.flows < 1 || a_.interval_ms < 1 || a_.chunk < 1) {
+      std::cerr << "lanes-traffic send: --flows, --interval-ms and --chunk must be positive\n";
+      return 2;
+    }
+    if (!wait_for_go(a_.wait_go)) return 1;
+    if (!stop_on_signals(loop_, "send")) return 1;
+    t0_ = Clock::now();
+    open_all();
+    for (size_t i = 0; i < flows_.size(); ++i)
+      if (!flows_[i].eof)
+        (void)loop_.watch(flows_[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, [this, i](uint32_t e) { on_flow(i, e); });
+    if (open_ > 0) loop_.run();
+    auto result = collect();
+    std::cout << traffic::line_of(result) << "\n";
+    return result.connection_errors ? 1 : 0;
   }
-  if (!wait_for_go(a.wait_go)) return 1;
-  const int nflows = a.flows;
-  const uint64_t bytes = a.bytes, seed = a.seed;
-  const int interval_ms = a.interval_ms;
-  const auto& bind_to = a.bind;
-  // --total T: the flows share T bytes, taking CHUNK bytes at a time as they
-  // drain (a striped checkpoint: every flow stays busy until the end)
-  const std::optional<uint64_t> total_budget = a.total;
-  const uint64_t chunk_size = a.chunk;
-  uint64_t budget = total_budget.value_or(0);
+
+ private:
   struct Flow {
     int fd = -1;
     uint32_t id = 0;
@@ -199,162 +208,174 @@ int send_main(const traffic::SendArgs& a) {
     std::vector<uint64_t> per_interval;
     uint32_t retransmits = 0;
   };
-  std::vector<Flow> flows(static_cast<size_t>(nflows));
-  EventLoop loop;
-  if (!stop_on_signals(loop, "send")) return 1;
-  auto t0 = Clock::now();
-  for (int i = 0; i < nflows; ++i) {
-    Flow& f = flows[static_cast<size_t>(i)];
-    f.id = static_cast<uint32_t>(i);
-    f.allowed = total_budget ? 0 : bytes;
-    f.fd = open_to(dst, dlen, SOCK_STREAM, bind_to, f.error);
-    if (f.fd < 0) {
-      f.done = f.eof = true;
-      continue;
+
+  // --total T: the flows share T bytes, taking --chunk bytes at a time as
+  // they drain (a striped checkpoint: every flow stays busy until the end)
+  bool striped() const { return a_.total.has_value(); }
+
+  void open_all() {
+    flows_.resize(static_cast<size_t>(a_.flows));
+    open_ = a_.flows;
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      Flow& f = flows_[i];
+      f.id = static_cast<uint32_t>(i);
+      f.allowed = striped() ? 0 : a_.bytes;
+      f.fd = open_to(dst_, dlen_, SOCK_STREAM, a_.bind, f.error);
+      if (f.fd < 0) {
+        f.done = f.eof = true;
+        --open_;
+        continue;
+      }
+      f.start = Clock::now();
+      sockaddr_storage local{};
+      socklen_t llen = sizeof local;
+      if (::getsockname(f.fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
+        f.local_port = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                                         : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
     }
-    f.start = Clock::now();
-    sockaddr_storage local{};
-    socklen_t llen = sizeof local;
-    if (::getsockname(f.fd, reinterpret_cast<sockaddr*>(&local), &llen) == 0)
-      f.local_port = ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
-                                                       : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
   }
-  std::vector<uint8_t> chunk(1 << 16);
-  int open_flows = nflows;
-  for (auto& f : flows)
-    if (f.eof) --open_flows;
+
   // a flow that ended is no longer watched (its socket stays open until the results)
-  auto flow_ended = [&](Flow& f) {
-    loop.unwatch(f.fd);
-    if (--open_flows <= 0) loop.stop();
-  };
+  void ended(Flow& f) {
+    f.eof = true;
+    loop_.unwatch(f.fd);
+    if (--open_ <= 0) loop_.stop();
+  }
+  // all its bytes are out: it waits for the receiver's close
+  void sent_all(Flow& f) {
+    f.done = true;
+    ::shutdown(f.fd, SHUT_WR);
+    (void)loop_.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
+  }
+
   // flow I ready for EVENTS: it sends while it may, and notices its receiver's close
-  auto on_flow = [&](size_t i, uint32_t events) {
-    Flow& f = flows[i];
+  void on_flow(size_t i, uint32_t events) {
+    Flow& f = flows_[i];
     if (f.eof) return;
-    size_t slot = static_cast<size_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() / interval_ms);
     if (events & EPOLLERR) {
       int soerr = 0;
       socklen_t sl = sizeof soerr;
       ::getsockopt(f.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
       f.error = std::strerror(soerr ? soerr : EIO);
-      f.eof = true;
-      flow_ended(f);
-      return;
+      return ended(f);
     }
-    if (!f.done && (events & EPOLLOUT)) {
-      // a quarter MiB per turn: at sub-millisecond round trips ACKs free
-      // the socket's buffer as fast as one flow fills it, and a flow that
-      // wrote until EAGAIN kept the others from their first bytes for up
-      // to 300 ms (the flows are level-triggered: a writable one is back
-      // at the next turn)
-      size_t this_turn = 0;
-      while (!f.done && this_turn < kTurnBytes) {
-        if (f.hdr_sent < sizeof(Header)) {
-          Header h{kMagic, f.id, total_budget ? kUntilEof : bytes};
-          ssize_t w = ::send(f.fd, reinterpret_cast<uint8_t*>(&h) + f.hdr_sent, sizeof h - f.hdr_sent, MSG_NOSIGNAL);
-          if (w < 0) break;
-          f.hdr_sent += static_cast<size_t>(w);
-          continue;
-        }
-        if (f.sent == f.allowed && total_budget && budget > 0) {
-          uint64_t take = std::min(chunk_size, budget);
-          budget -= take;
-          f.allowed += take;
-        }
-        size_t len = static_cast<size_t>(std::min<uint64_t>(chunk.size(), f.allowed - f.sent));
-        if (len > 0 && !f.source) f.source = std::make_unique<lanes::scenarios::Source>(seed, f.id);
-        if (len == 0) {  // nothing left for this flow
-          f.done = true;
-          ::shutdown(f.fd, SHUT_WR);
-          (void)loop.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
-          break;
-        }
-        auto piece = f.source->at(f.sent, len);
-        ssize_t w = ::send(f.fd, piece.data(), piece.size(), MSG_NOSIGNAL);
-        if (w < 0) {
-          if (errno != EAGAIN) {
-            f.error = std::string("send: ") + std::strerror(errno);
-            f.done = f.eof = true;
-            flow_ended(f);
-          }
-          break;
-        }
-        f.sent += static_cast<uint64_t>(w);
-        this_turn += static_cast<size_t>(w);
-        if (f.per_interval.size() <= slot) f.per_interval.resize(slot + 1, 0);
-        f.per_interval[slot] += static_cast<uint64_t>(w);
-        if (f.sent == f.allowed && (!total_budget || budget == 0)) {
-          f.done = true;
-          ::shutdown(f.fd, SHUT_WR);
-          (void)loop.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
-        }
+    if (!f.done && (events & EPOLLOUT)) send_turn(f);
+    if (!f.eof && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) read_close(f);
+  }
+
+  // A quarter MiB per turn: at sub-millisecond round trips ACKs free the
+  // socket's buffer as fast as one flow fills it, and a flow that wrote
+  // until EAGAIN kept the others from their first bytes for up to 300 ms
+  // (the flows are level-triggered: a writable one is back at the next turn).
+  void send_turn(Flow& f) {
+    size_t slot = static_cast<size_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0_).count() / a_.interval_ms);
+    size_t this_turn = 0;
+    while (!f.done && this_turn < kTurnBytes) {
+      if (f.hdr_sent < sizeof(Header)) {
+        Header h{kMagic, f.id, striped() ? kUntilEof : a_.bytes};
+        ssize_t w = ::send(f.fd, reinterpret_cast<uint8_t*>(&h) + f.hdr_sent, sizeof h - f.hdr_sent, MSG_NOSIGNAL);
+        if (w < 0) break;
+        f.hdr_sent += static_cast<size_t>(w);
+        continue;
       }
-    }
-    if (!f.eof && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
-      uint8_t b[256];
-      ssize_t r = ::read(f.fd, b, sizeof b);
-      if (r == 0 || (r < 0 && errno != EAGAIN)) {
-        if (r < 0) f.error = std::string("read: ") + std::strerror(errno);
-        else if (!f.done) f.error = "the receiver closed early";
-        tcp_info ti{};
-        socklen_t tl = sizeof ti;
-        if (::getsockopt(f.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) f.retransmits = ti.tcpi_total_retrans;
-        f.end = Clock::now();
-        f.eof = true;
-        flow_ended(f);
+      if (f.sent == f.allowed && striped() && budget_ > 0) {
+        uint64_t take = std::min(a_.chunk, budget_);
+        budget_ -= take;
+        f.allowed += take;
       }
+      size_t len = static_cast<size_t>(std::min<uint64_t>(kSendBytes, f.allowed - f.sent));
+      if (len == 0) return sent_all(f);  // nothing left for this flow
+      if (!f.source) f.source = std::make_unique<lanes::scenarios::Source>(a_.seed, f.id);
+      auto piece = f.source->at(f.sent, len);
+      ssize_t w = ::send(f.fd, piece.data(), piece.size(), MSG_NOSIGNAL);
+      if (w < 0) {
+        if (errno != EAGAIN) {
+          f.error = std::string("send: ") + std::strerror(errno);
+          f.done = true;
+          ended(f);
+        }
+        return;
+      }
+      f.sent += static_cast<uint64_t>(w);
+      this_turn += static_cast<size_t>(w);
+      if (f.per_interval.size() <= slot) f.per_interval.resize(slot + 1, 0);
+      f.per_interval[slot] += static_cast<uint64_t>(w);
+      if (f.sent == f.allowed && (!striped() || budget_ == 0)) return sent_all(f);
     }
-  };
-  for (size_t i = 0; i < flows.size(); ++i)
-    if (!flows[i].eof)
-      (void)loop.watch(flows[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, [&on_flow, i](uint32_t e) { on_flow(i, e); });
-  if (open_flows > 0) loop.run();
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  traffic::SendResult result;
-  uint64_t total = 0;
-  int errors = 0;
-  size_t slots = 0;
-  // what the flows ran (every one was opened the same way): the first open one's
-  for (const auto& f : flows) {
-    char cc[16] = {};
-    socklen_t cl = sizeof cc;
-    if (f.fd < 0) continue;
-    if (::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) result.congestion.assign(cc, strnlen(cc, cl));
-    break;
   }
-  for (auto& f : flows) {
-    total += f.sent;
-    errors += !f.error.empty() || f.sent != f.allowed || !f.done;
-    slots = std::max(slots, f.per_interval.size());
-    result.flows.push_back({f.id, f.local_port, f.sent, f.retransmits, f.error,
-                            std::chrono::duration<double>(f.end - f.start).count(), f.per_interval});
-    if (f.fd >= 0) ::close(f.fd);
+
+  // the receiver closed (or the socket failed): the flow's end
+  void read_close(Flow& f) {
+    uint8_t b[256];
+    ssize_t r = ::read(f.fd, b, sizeof b);
+    if (r > 0 || (r < 0 && errno == EAGAIN)) return;
+    if (r < 0) f.error = std::string("read: ") + std::strerror(errno);
+    else if (!f.done) f.error = "the receiver closed early";
+    tcp_info ti{};
+    socklen_t tl = sizeof ti;
+    if (::getsockopt(f.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) f.retransmits = ti.tcpi_total_retrans;
+    f.end = Clock::now();
+    ended(f);
   }
-  // steady rate: the interval sums after the first second, without the last interval
-  std::vector<uint64_t> sums(slots, 0);
-  for (const auto& f : flows)
-    for (size_t i = 0; i < f.per_interval.size(); ++i) sums[i] += f.per_interval[i];
-  size_t skip = static_cast<size_t>(1000 / std::max(1, interval_ms));
-  double steady = 0;
-  if (slots > skip + 1) {
-    uint64_t b = 0;
-    for (size_t i = skip; i + 1 < slots; ++i) b += sums[i];
-    steady = static_cast<double>(b) * 8 / (static_cast<double>(slots - 1 - skip) * interval_ms / 1000.0) / 1e9;
+
+  // what the flows did; closes their sockets
+  traffic::SendResult collect() {
+    double secs = std::chrono::duration<double>(Clock::now() - t0_).count();
+    traffic::SendResult result;
+    uint64_t total = 0;
+    int errors = 0;
+    size_t slots = 0;
+    // what the flows ran (every one was opened the same way): the first open one's
+    for (const auto& f : flows_) {
+      char cc[16] = {};
+      socklen_t cl = sizeof cc;
+      if (f.fd < 0) continue;
+      if (::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) result.congestion.assign(cc, strnlen(cc, cl));
+      break;
+    }
+    for (auto& f : flows_) {
+      total += f.sent;
+      errors += !f.error.empty() || f.sent != f.allowed || !f.done;
+      slots = std::max(slots, f.per_interval.size());
+      result.flows.push_back({f.id, f.local_port, f.sent, f.retransmits, f.error,
+                              std::chrono::duration<double>(f.end - f.start).count(), f.per_interval});
+      if (f.fd >= 0) ::close(f.fd);
+    }
+    // steady rate: the interval sums after the first second, without the last interval
+    std::vector<uint64_t> sums(slots, 0);
+    for (const auto& f : flows_)
+      for (size_t i = 0; i < f.per_interval.size(); ++i) sums[i] += f.per_interval[i];
+    size_t skip = static_cast<size_t>(1000 / std::max(1, a_.interval_ms));
+    double steady = 0;
+    if (slots > skip + 1) {
+      uint64_t b = 0;
+      for (size_t i = skip; i + 1 < slots; ++i) b += sums[i];
+      steady = static_cast<double>(b) * 8 / (static_cast<double>(slots - 1 - skip) * a_.interval_ms / 1000.0) / 1e9;
+    }
+    if (striped() && total != *a_.total) ++errors;  // stopped before the checkpoint was out
+    result.bytes = total;
+    result.steady_gbps = steady;
+    result.interval_bytes = sums;
+    result.seconds = secs;
+    result.gbps = secs > 0 ? static_cast<double>(total) * 8 / secs / 1e9 : 0;
+    result.connection_errors = errors;
+    result.interval_ms = a_.interval_ms;
+    result.to = a_.to;
+    return result;
   }
-  if (total_budget && total != *total_budget) ++errors;  // stopped before the checkpoint was out
-  result.bytes = total;
-  result.steady_gbps = steady;
-  result.interval_bytes = sums;
-  result.seconds = secs;
-  result.gbps = secs > 0 ? static_cast<double>(total) * 8 / secs / 1e9 : 0;
-  result.connection_errors = errors;
-  result.interval_ms = interval_ms;
-  result.to = a.to;
-  std::cout << traffic::line_of(result) << "\n";
-  return errors ? 1 : 0;
-}
+
+  const traffic::SendArgs& a_;
+  sockaddr_storage dst_{};
+  socklen_t dlen_ = 0;
+  uint64_t budget_;  // striped: the bytes no flow has taken yet
+  EventLoop loop_;
+  Clock::time_point t0_;
+  std::vector<Flow> flows_;
+  int open_ = 0;  // flows not yet ended
+};
+
+int send_main(const traffic::SendArgs& a) { return Sender(a).run(); }
 
 int serve_main(const traffic::ServeArgs& a) {
   const uint64_t seed = a.seed;
@@ -458,32 +479,49 @@ traffic::Percentiles percentiles(const std::vector<double>& v) {
   return {percentile(v, 0.50), percentile(v, 0.99), percentile(v, 1.0)};
 }
 
-int fetch_main(const traffic::FetchArgs& a) {
-  sockaddr_storage dst{};
-  socklen_t dlen = 0;
-  if (!target_of(a.to, a.port, a.kMode, dst, dlen)) return 2;
-  const int nconns = a.conns, nreq = a.requests;
-  const uint64_t bytes = a.bytes, seed = a.seed;
-  const double timeout_s = a.timeout;
-  const auto& bind_to = a.bind;
-  // --rate R: open loop. Requests arrive at R a second for --duration
-  // seconds (--arrival poisson|constant) and queue for the next free
-  // connection; a request's latency runs from its arrival
-  const bool open_loop = a.rate.has_value();
-  if (a.arrival != "poisson" && a.arrival != "constant") {
-    std::cerr << "lanes-traffic fetch: --arrival " << a.arrival << ": expected poisson or constant\n";
-    return 2;
+// fetch: C connections, each sending requests one after another and
+// verifying every answer; closed loop (R requests each) or open loop
+// (--rate: requests arrive on their own clock and queue for a free
+// connection; a request's latency runs from its arrival)
+class Fetcher {
+ public:
+  explicit Fetcher(const traffic::FetchArgs& a) : a_(a), open_loop_(a.rate.has_value()) {}
+
+  // 0 when every request was answered and verified; 1 otherwise; 2: bad input
+  int run() {
+    if (!target_of(a_.to, a_.port, a_.kMode, dst_, dlen_)) return 2;
+    if (a_.arrival != "poisson" && a_.arrival != "constant") {
+      std::cerr << "lanes-traffic fetch: --arrival " << a_.arrival << ": expected poisson or constant\n";
+      return 2;
+    }
+    if (a_.conns < 1 || (open_loop_ ? *a_.rate <= 0 || a_.duration <= 0 : a_.requests < 1)) {
+      std::cerr << "lanes-traffic fetch: --conns, and --requests or --rate and --duration, must be positive\n";
+      return 2;
+    }
+    if (open_loop_)
+      arrivals_ = lanes::scenarios::arrival_times(
+          *a_.rate, a_.duration,
+          a_.arrival == "constant" ? lanes::scenarios::Arrival::constant : lanes::scenarios::Arrival::poisson, a_.seed);
+    if (!wait_for_go(a_.wait_go)) return 1;
+    if (!stop_on_signals(loop_, "fetch")) return 1;
+    t0_ = Clock::now();
+    open_all();
+    for (size_t i = 0; i < conns_.size(); ++i)
+      if (!conns_[i].finished)
+        (void)loop_.watch(conns_[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, [this, i](uint32_t e) { on_conn(i, e); });
+    if (open_loop_) {
+      if (arrivals_.empty()) arrive();
+      else loop_.at(at(arrivals_[0]), [this] { arrive(); });
+    }
+    // --timeout: what has not finished by then counts as failed
+    loop_.at(at(a_.timeout), [this] { loop_.stop(); });
+    if (open_ > 0) loop_.run();
+    auto result = collect();
+    std::cout << traffic::line_of(result) << "\n";
+    return result.connection_errors || result.outstanding ? 1 : 0;
   }
-  if (nconns < 1 || (open_loop ? *a.rate <= 0 || a.duration <= 0 : nreq < 1)) {
-    std::cerr << "lanes-traffic fetch: --conns, and --requests or --rate and --duration, must be positive\n";
-    return 2;
-  }
-  std::vector<double> arrivals;
-  if (open_loop)
-    arrivals = lanes::scenarios::arrival_times(
-        *a.rate, a.duration,
-        a.arrival == "constant" ? lanes::scenarios::Arrival::constant : lanes::scenarios::Arrival::poisson, seed);
-  if (!wait_for_go(a.wait_go)) return 1;
+
+ private:
   struct Conn {
     int fd = -1;
     int done_requests = 0;
@@ -493,181 +531,190 @@ int fetch_main(const traffic::FetchArgs& a) {
     std::optional<Verifier> v;
     Clock::time_point req_start;  // closed loop: when sent; open loop: when the request arrived
   };
-  std::vector<Conn> conns(static_cast<size_t>(nconns));
-  std::vector<double> latencies_ms, connect_ms, issue_s;
-  std::deque<Clock::time_point> queued;  // open loop: arrived, waiting for a connection
-  size_t arrived = 0;
-  uint32_t next_id = 0;
-  EventLoop loop;
-  if (!stop_on_signals(loop, "fetch")) return 1;
-  auto t0 = Clock::now();
-  int open = 0;
-  for (int i = 0; i < nconns; ++i) {
-    Conn& c = conns[static_cast<size_t>(i)];
-    c.fd = open_to(dst, dlen, SOCK_STREAM, bind_to, c.error);
-    if (c.fd < 0) {
-      c.finished = true;
-      continue;
-    }
-    ++open;
+
+  // S seconds after the start
+  Clock::time_point at(double s) const {
+    return t0_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
   }
-  std::vector<uint8_t> buf(1 << 16);
-  uint64_t verified = 0;
-  bool all_ok = true;
-  auto ended = [&](Conn& c) {
+  bool any_outstanding() const {
+    return std::any_of(conns_.begin(), conns_.end(), [](const Conn& o) { return o.req_sent; });
+  }
+
+  void open_all() {
+    conns_.resize(static_cast<size_t>(a_.conns));
+    for (auto& c : conns_) {
+      c.fd = open_to(dst_, dlen_, SOCK_STREAM, a_.bind, c.error);
+      if (c.fd < 0) c.finished = true;
+      else ++open_;
+    }
+  }
+
+  void ended(Conn& c) {
     c.finished = true;
-    loop.unwatch(c.fd);
-    if (--open == 0) loop.stop();
-  };
+    loop_.unwatch(c.fd);
+    if (--open_ == 0) loop_.stop();
+  }
+  void fail(Conn& c, const std::string& why) {
+    c.error = why;
+    ended(c);
+  }
+
   // connection IDX ready for EVENTS: its request goes out once it is
   // connected, and its answer is verified as it arrives; then the next
-  auto on_conn = [&](uint32_t idx, uint32_t events) {
-    Conn& c = conns[idx];
+  void on_conn(size_t idx, uint32_t events) {
+    Conn& c = conns_[idx];
     if (c.finished) return;
-    auto fail = [&](const std::string& why) {
-      c.error = why;
-      ended(c);
-    };
     if (events & EPOLLERR) {
       int soerr = 0;
       socklen_t sl = sizeof soerr;
       ::getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-      fail(std::string(c.connected ? "" : "connect: ") + std::strerror(soerr ? soerr : EIO));
-      return;
+      return fail(c, std::string(c.connected ? "" : "connect: ") + std::strerror(soerr ? soerr : EIO));
     }
-    if (!c.req_sent && c.connected && (events & (EPOLLRDHUP | EPOLLHUP))) {
-      fail("the server closed the connection");  // an idle one, between requests
-      return;
+    if (!c.req_sent && c.connected && (events & (EPOLLRDHUP | EPOLLHUP)))
+      return fail(c, "the server closed the connection");  // an idle one, between requests
+    if (!c.req_sent && (events & EPOLLOUT) && !send_request(c, idx)) return;
+    if (c.req_sent && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) read_answer(c);
+  }
+
+  // C's next request, once it is connected (open loop: the oldest queued);
+  // false when it sent none
+  bool send_request(Conn& c, size_t idx) {
+    if (!c.connected)  // SYN to established: the handshake, with any SYN the network lost
+      connect_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0_).count());
+    c.connected = true;
+    if (open_loop_ && queued_.empty()) {  // idle until a request arrives
+      (void)loop_.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
+      return false;
     }
-    if (!c.req_sent && (events & EPOLLOUT)) {
-      if (!c.connected)  // SYN to established: the handshake, with any SYN the network lost
-        connect_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-      c.connected = true;
-      if (open_loop && queued.empty()) {  // idle until a request arrives
-        (void)loop.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
-        return;
-      }
-      c.id = open_loop ? next_id++
-                       : static_cast<uint32_t>(idx * static_cast<uint32_t>(nreq) + static_cast<uint32_t>(c.done_requests));
-      Header h{kReqMagic, c.id, bytes};
-      ssize_t w = ::send(c.fd, &h, sizeof h, MSG_NOSIGNAL);  // 16 bytes into an empty buffer
-      if (w != static_cast<ssize_t>(sizeof h)) {
-        fail(std::string("send: ") + std::strerror(errno));
-        return;
-      }
-      c.req_sent = true;
-      c.req_start = Clock::now();
-      if (open_loop) {
-        c.req_start = queued.front();
-        queued.pop_front();
-      }
-      c.v.emplace(seed, c.id);
-      (void)loop.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
+    c.id = open_loop_ ? next_id_++
+                      : static_cast<uint32_t>(idx * static_cast<size_t>(a_.requests) +
+                                              static_cast<size_t>(c.done_requests));
+    Header h{kReqMagic, c.id, a_.bytes};
+    ssize_t w = ::send(c.fd, &h, sizeof h, MSG_NOSIGNAL);  // 16 bytes into an empty buffer
+    if (w != static_cast<ssize_t>(sizeof h)) {
+      fail(c, std::string("send: ") + std::strerror(errno));
+      return false;
     }
-    if (c.req_sent && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))) {
-      for (;;) {
-        uint64_t want = bytes - c.v->verified();
-        ssize_t r = ::read(c.fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), want)));
-        if (r < 0 && errno == EAGAIN) break;
-        if (r <= 0) {
-          fail(r == 0 ? "the server closed the connection" : std::string("read: ") + std::strerror(errno));
-          break;
-        }
-        if (!c.v->feed(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)))) {
-          all_ok = false;
-          fail("wrong byte at offset " + std::to_string(*c.v->first_bad()));
-          break;
-        }
-        if (c.v->verified() == bytes) {
-          verified += bytes;
-          latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.req_start).count());
-          issue_s.push_back(std::chrono::duration<double>(c.req_start - t0).count());
-          ++c.done_requests;
-          c.req_sent = false;
-          if (open_loop) {
-            // the next queued request, or idle; all issued and answered: done
-            if (arrived == arrivals.size() && queued.empty() &&
-                std::none_of(conns.begin(), conns.end(), [](const Conn& o) { return o.req_sent; }))
-              loop.stop();
-            else
-              (void)loop.rewatch(c.fd, queued.empty() ? EPOLLIN | EPOLLRDHUP : EPOLLOUT | EPOLLIN | EPOLLRDHUP);
-          } else if (c.done_requests == nreq) {
-            ended(c);
-            ::close(c.fd);
-            c.fd = -1;
-          } else {
-            (void)loop.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
-          }
-          break;
-        }
-      }
+    c.req_sent = true;
+    c.req_start = Clock::now();
+    if (open_loop_) {
+      c.req_start = queued_.front();
+      queued_.pop_front();
     }
-  };
-  for (size_t i = 0; i < conns.size(); ++i)
-    if (!conns[i].finished)
-      (void)loop.watch(conns[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP,
-                       [&on_conn, i](uint32_t e) { on_conn(static_cast<uint32_t>(i), e); });
+    c.v.emplace(a_.seed, c.id);
+    (void)loop_.rewatch(c.fd, EPOLLIN | EPOLLRDHUP);
+    return true;
+  }
+
+  // the answer's bytes as they arrive, each verified; a whole one is a request done
+  void read_answer(Conn& c) {
+    for (;;) {
+      uint64_t want = a_.bytes - c.v->verified();
+      ssize_t r = ::read(c.fd, buf_.data(), static_cast<size_t>(std::min<uint64_t>(buf_.size(), want)));
+      if (r < 0 && errno == EAGAIN) return;
+      if (r <= 0)
+        return fail(c, r == 0 ? "the server closed the connection" : std::string("read: ") + std::strerror(errno));
+      if (!c.v->feed(std::span<const uint8_t>(buf_.data(), static_cast<size_t>(r)))) {
+        all_ok_ = false;
+        return fail(c, "wrong byte at offset " + std::to_string(*c.v->first_bad()));
+      }
+      if (c.v->verified() == a_.bytes) return answered(c);
+    }
+  }
+
+  void answered(Conn& c) {
+    verified_ += a_.bytes;
+    latencies_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - c.req_start).count());
+    issue_s_.push_back(std::chrono::duration<double>(c.req_start - t0_).count());
+    ++c.done_requests;
+    c.req_sent = false;
+    if (open_loop_) {
+      // the next queued request, or idle; all issued and answered: done
+      if (arrived_ == arrivals_.size() && queued_.empty() && !any_outstanding())
+        loop_.stop();
+      else
+        (void)loop_.rewatch(c.fd, queued_.empty() ? EPOLLIN | EPOLLRDHUP : EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+    } else if (c.done_requests == a_.requests) {
+      ended(c);
+      ::close(c.fd);
+      c.fd = -1;
+    } else {
+      (void)loop_.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+    }
+  }
+
   // open loop: each arrival queues a request and wakes an idle connection
-  std::function<void()> arrive = [&] {
+  void arrive() {
     auto now = Clock::now();
-    while (arrived < arrivals.size() &&
-           t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived])) <= now)
-      queued.push_back(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived++])));
+    while (arrived_ < arrivals_.size() && at(arrivals_[arrived_]) <= now) queued_.push_back(at(arrivals_[arrived_++]));
     // as many idle connections woken as requests wait (each takes one)
-    size_t wake = queued.size();
-    for (auto& c : conns)
+    size_t wake = queued_.size();
+    for (auto& c : conns_)
       if (wake > 0 && c.connected && !c.req_sent && !c.finished) {
-        (void)loop.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
+        (void)loop_.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
         --wake;
       }
-    if (arrived < arrivals.size())
-      loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[arrived])), arrive);
-    else if (queued.empty() && std::none_of(conns.begin(), conns.end(), [](const Conn& o) { return o.req_sent; }))
-      loop.stop();
-  };
-  if (open_loop) {
-    if (arrivals.empty()) arrive();
-    else loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(arrivals[0])), arrive);
+    if (arrived_ < arrivals_.size())
+      loop_.at(at(arrivals_[arrived_]), [this] { arrive(); });
+    else if (queued_.empty() && !any_outstanding())
+      loop_.stop();
   }
-  // --timeout: what has not finished by then counts as failed
-  loop.at(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s)),
-          [&loop] { loop.stop(); });
-  if (open > 0) loop.run();
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  traffic::FetchResult result;
-  int failures = 0, connect_failures = 0, done = 0;
-  for (auto& c : conns) {
-    if (open_loop ? c.error.empty() : c.done_requests == nreq) {
-      ++done;
-    } else {
-      ++failures;
-      if (!c.connected) ++connect_failures;
-      if (result.errors.size() < 10) result.errors.push_back(c.error.empty() ? std::string("timed out") : c.error);
+
+  // what the connections did; closes their sockets
+  traffic::FetchResult collect() {
+    traffic::FetchResult result;
+    result.seconds = std::chrono::duration<double>(Clock::now() - t0_).count();
+    int failures = 0, connect_failures = 0, done = 0;
+    for (auto& c : conns_) {
+      if (open_loop_ ? c.error.empty() : c.done_requests == a_.requests) {
+        ++done;
+      } else {
+        ++failures;
+        if (!c.connected) ++connect_failures;
+        if (result.errors.size() < 10) result.errors.push_back(c.error.empty() ? std::string("timed out") : c.error);
+      }
+      if (c.fd >= 0) ::close(c.fd);
     }
-    if (c.fd >= 0) ::close(c.fd);
+    result.connections = a_.conns;
+    result.completed = done;
+    result.connection_errors = failures;
+    result.connect_failures = connect_failures;
+    result.requests = latencies_ms_.size();
+    result.verified_bytes = verified_;
+    result.all_verified = all_ok_ && failures == 0;
+    result.latency_ms = percentiles(latencies_ms_);
+    result.connect_ms = percentiles(connect_ms_);
+    result.latency_samples_ms = rounded(latencies_ms_);
+    result.connect_samples_ms = rounded(connect_ms_);
+    if (open_loop_) {
+      result.issued = arrivals_.size();
+      result.outstanding = arrivals_.size() - latencies_ms_.size();
+      result.issue_s = rounded(issue_s_);
+      if (result.outstanding && result.errors.size() < 10)
+        result.errors.push_back(std::to_string(result.outstanding) + " requests still unanswered at the timeout");
+    }
+    return result;
   }
-  result.connections = nconns;
-  result.completed = done;
-  result.connection_errors = failures;
-  result.connect_failures = connect_failures;
-  result.requests = latencies_ms.size();
-  result.verified_bytes = verified;
-  result.all_verified = all_ok && failures == 0;
-  result.seconds = secs;
-  result.latency_ms = percentiles(latencies_ms);
-  result.connect_ms = percentiles(connect_ms);
-  result.latency_samples_ms = rounded(latencies_ms);
-  result.connect_samples_ms = rounded(connect_ms);
-  if (open_loop) {
-    result.issued = arrivals.size();
-    result.outstanding = arrivals.size() - latencies_ms.size();
-    result.issue_s = rounded(issue_s);
-    if (result.outstanding && result.errors.size() < 10)
-      result.errors.push_back(std::to_string(result.outstanding) + " requests still unanswered at the timeout");
-  }
-  std::cout << traffic::line_of(result) << "\n";
-  return failures || result.outstanding ? 1 : 0;
-}
+
+  const traffic::FetchArgs& a_;
+  const bool open_loop_;
+  sockaddr_storage dst_{};
+  socklen_t dlen_ = 0;
+  std::vector<double> arrivals_;  // open loop: when each request arrives, seconds after the start
+  EventLoop loop_;
+  Clock::time_point t0_;
+  std::vector<Conn> conns_;
+  int open_ = 0;  // connections not yet ended
+  std::vector<double> latencies_ms_, connect_ms_, issue_s_;
+  std::deque<Clock::time_point> queued_;  // open loop: arrived, waiting for a connection
+  size_t arrived_ = 0;
+  uint32_t next_id_ = 0;
+  std::vector<uint8_t> buf_ = std::vector<uint8_t>(1 << 16);
+  uint64_t verified_ = 0;
+  bool all_ok_ = true;
+};
+
+int fetch_main(const traffic::FetchArgs& a) { return Fetcher(a).run(); }
 
 struct Probe {
   uint32_t magic;
