@@ -117,8 +117,9 @@ const std::vector<Dimension>& dimensions() {
   static const std::vector<Dimension> d = {
       {"workload",
        [] {
-         std::vector<std::string> types;  // every registered type
-         for (const auto* w : workloads()) types.push_back(w->type());
+         std::vector<std::string> types;  // every registered type that has a matrix run
+         for (const auto* w : workloads())
+           if (!w->matrix_steps().empty()) types.push_back(w->type());
          return types;
        }()},
       {"family", {"dual", "ipv4", "ipv6"}},

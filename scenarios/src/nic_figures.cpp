@@ -23,7 +23,8 @@ void add_nic_figures(reports::WorkloadResult& w, const Workload& plugin, const s
     if (i < 0 || !topo.nodes.at(static_cast<size_t>(i)).job) return;
     nodes.push_back(&topo.nodes.at(static_cast<size_t>(i)));
   }
-  const std::string dir = plugin.nic_direction();
+  // the direction the plug-in names, or the step's (an exec's direction=)
+  const std::string dir = w.figures.value("nic_direction", std::string(plugin.nic_direction()));
   double dt = 0;
   for (const auto& s : series)
     if (hosts.count(s.host)) dt = s.interval_s;

@@ -353,6 +353,18 @@ class PhaseRun final : public StepContext {
     if (!d) throw StepError("starting " + what + ": " + d.error().what());
     return {role, std::move(d).value(), out};
   }
+  Proc start_command(const std::string& role, int ns, const std::string& cmd, const std::string& out,
+                     std::vector<std::pair<std::string, std::string>> env) override {
+    tb::ProcessSpec spec{role, {"/bin/sh", "-c", cmd}};
+    spec.netns_fd = ns;
+    spec.log_path = out;
+    spec.env = std::move(env);
+    std::error_code ec;
+    std::filesystem::remove(out, ec);
+    auto d = tb::Daemon::start(spec);
+    if (!d) throw StepError("starting " + role + " (" + cmd + "): " + d.error().what());
+    return {role, std::move(d).value(), out};
+  }
   void go(std::vector<Proc>& procs) override {
     for (auto& p : procs) ::kill(p.d.pid(), SIGUSR1);
   }
@@ -552,7 +564,8 @@ class PhaseRun final : public StepContext {
   std::optional<NicSampler> sampler_;
   Clock::time_point t0_;
   std::map<std::string, double> marks_ = {{"start", 0.0}};
-  WorkloadRuns workloads_{*this, marks_, pr_, [this](WorkloadResult& r, double end) { nic_figures(r, end); }};
+  WorkloadRuns workloads_{*this, marks_, pr_, [this](WorkloadResult& r, double end) { nic_figures(r, end); },
+                          [this](Assertion a) { report(std::move(a)); }};
   std::map<std::string, json> faults_;
   int next_port_ = 5301;
 };

@@ -1,6 +1,7 @@
 #include "workload_runs.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include "lanes/testbed/interrupt.hpp"
 
@@ -81,6 +82,9 @@ void WorkloadRuns::finish(WorkloadRun& w, bool stop) {
         break;
       }
     }
+    c.status = c.d.exit_status();
+    // whatever it left running in its session (lanes started it with setsid) ends with it
+    if (c.d.pid() > 0) ::kill(-c.d.pid(), SIGKILL);
   }
   double end = ctx_.now_s();
   for (auto& s : w.servers) {
@@ -104,6 +108,10 @@ void WorkloadRuns::finish(WorkloadRun& w, bool stop) {
   if (nic_) nic_(r, end);
   r.summary = plugin.summary(r.figures);  // after the NIC figures, which it may name
   ctx_.say(fmt::format("workload {} done in {:.2f} s: {}", r.name, end - w.start_s, r.summary));
+  if (auto v = plugin.verdict(r); v && report_) {
+    v->line = st.line;
+    report_(std::move(*v));
+  }
   pr_.workloads.push_back(std::move(r));
   if (timed_out && testbed::interrupted()) throw StepError("interrupted");
   if (timed_out) throw StepError("workload " + st.str("name") + " did not finish within its timeout");

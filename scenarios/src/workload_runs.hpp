@@ -19,10 +19,13 @@ class WorkloadRuns {
  public:
   // the NIC figures of a workload that ended at END_S (the phase's sampler)
   using NicFigures = std::function<void(reports::WorkloadResult&, double end_s)>;
+  // a workload's verdict on itself (Workload::verdict: an exec's exit status)
+  using Report = std::function<void(reports::Assertion)>;
   // CTX: the live phase; MARKS and PR: where the workloads' marks, markers
   // and results go
-  WorkloadRuns(StepContext& ctx, std::map<std::string, double>& marks, reports::PhaseResult& pr, NicFigures nic)
-      : ctx_(ctx), marks_(marks), pr_(pr), nic_(std::move(nic)) {}
+  WorkloadRuns(StepContext& ctx, std::map<std::string, double>& marks, reports::PhaseResult& pr, NicFigures nic,
+               Report report)
+      : ctx_(ctx), marks_(marks), pr_(pr), nic_(std::move(nic)), report_(std::move(report)) {}
 
   // <workload>: starts it and, unless it is open-ended or wait="false", waits for its end
   void start(const Step& st);
@@ -43,6 +46,7 @@ class WorkloadRuns {
   std::map<std::string, double>& marks_;
   reports::PhaseResult& pr_;
   NicFigures nic_;
+  Report report_;
   std::map<std::string, WorkloadRun> running_;
 };
 

@@ -45,9 +45,9 @@ TEST_CASE("the matrix: every workload type, family, egress, VIP mode and NIC cou
   CHECK(workload_family.size() == 8 * 3);
   CHECK(egress_vip.size() == 4 * 2);
   CHECK(workload_nics.size() == 8 * 4);
-  // every workload type the registry has is in it
+  // every workload type the registry has is in it, but the user's own command (exec: the matrix has none)
   std::set<std::string> types;
   for (const auto& c : cs) types.insert(c.workload);
-  for (const auto* w : workloads()) CHECK(types.count(w->type()) == 1);
+  for (const auto* w : workloads()) CHECK(types.count(w->type()) == (std::string(w->type()) == "exec" ? 0u : 1u));
   CHECK(matrix::describe(cs).find("c01") != std::string::npos);
 }

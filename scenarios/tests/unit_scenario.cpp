@@ -728,3 +728,32 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   CHECK(rep.err.find("json.exception") == std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("exec workloads and faults: a command, where it runs, and its exit, checked at their line", "[unit]") {
+  auto p = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/laptop.xml"/>
+  <phase name="a">
+    <workload name="ok" type="exec" node="h1" cmd="iperf3 -c ${addr:storage}" expect-exit="0" direction="rx"/>
+    <workload name="srv" type="exec" node="storage" cmd="iperf3 -s -1" wait="false"/>
+    <workload name="nocmd" type="exec" node="h1"/>
+    <workload name="empty" type="exec" node="h1" cmd=""/>
+    <workload name="nojob" type="exec" node="storage" in="job" cmd="true"/>
+    <workload name="where" type="exec" node="nowhere" cmd="true"/>
+    <workload name="exit" type="exec" node="h1" cmd="true" expect-exit="256"/>
+    <fault type="exec" node="r1-tor" cmd="ip route" mark="f"/>
+    <fault type="exec" node="storage" in="job" cmd="true"/>
+    <fault type="exec" node="h1"/>
+  </phase>
+</scenario>)");
+  std::string f = kFile + ":";
+  CHECK_FALSE(has(p, f + "4:"));
+  CHECK_FALSE(has(p, f + "5:"));
+  CHECK(has(p, f + "6: <workload type=\"exec\"> needs cmd="));
+  CHECK(has(p, f + "7: cmd=\"...\" is empty"));
+  CHECK(has(p, f + "8: in=\"job\": storage has no job container"));
+  CHECK(has(p, f + "9: node=\"nowhere\""));
+  CHECK(has(p, f + "10: expect-exit=\"256\": an exit status is 0 to 255"));
+  CHECK_FALSE(has(p, f + "11:"));
+  CHECK(has(p, f + "12: in=\"job\": storage has no job container"));
+  CHECK(has(p, f + "13: <fault type=\"exec\"> needs cmd="));
+}

@@ -90,6 +90,10 @@ class FakePhase final : public StepContext {
   Proc start_traffic(const std::string&, int, std::vector<std::string>, const std::string&, bool) override {
     throw StepError("no processes here");
   }
+  Proc start_command(const std::string&, int, const std::string&, const std::string&,
+                     std::vector<std::pair<std::string, std::string>>) override {
+    throw StepError("no processes here");
+  }
   void go(std::vector<Proc>&) override {}
   void wait_listening(int, int, bool, const std::string&) override {}
   std::map<int, int> bpf_flow_nics(const std::string&, int) override { return {}; }
@@ -207,7 +211,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_workload(w->type()) == w);
   }
   CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "bootstrap", "probe",
-                                       "collective", "training"});
+                                       "collective", "training", "exec"});
   CHECK(find_workload("probe")->open_ended());
   CHECK_FALSE(find_workload("ingest")->open_ended());
   CHECK(std::string(find_workload("checkpoint-save")->nic_direction()) == "tx");
@@ -218,7 +222,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_fault(f->type()) == f);
   }
   CHECK(types == std::set<std::string>{"nic-down", "nic-up", "nic-flap", "silent-drop", "clear-drop", "kill",
-                                       "rogue-announce", "job-fail", "impair", "clear-impair"});
+                                       "rogue-announce", "job-fail", "impair", "clear-impair", "exec"});
   CHECK(find_fault("nic-down") != nullptr);
   CHECK(find_workload("nic-down") == nullptr);
   types.clear();
@@ -514,4 +518,16 @@ TEST_CASE("a workload's NIC figures come from its hosts' series, by host, NIC an
   lanes::scenarios::add_nic_figures(none, *restore, series, topo);
   CHECK(none.nic_share.empty());
   CHECK_FALSE(none.figures.contains("wire_gbps"));
+}
+
+TEST_CASE("exec: ${addr:NODE} becomes the node's address; anything else is the shell's", "[unit]") {
+  FakePhase ph("laptop.xml");
+  const auto& h1 = ph.topology.nodes.at(static_cast<size_t>(ph.topology.find_node("h1")));
+  const auto& h2 = ph.topology.nodes.at(static_cast<size_t>(ph.topology.find_node("h2")));
+  using lanes::scenarios::expand_addresses;
+  CHECK(expand_addresses("ping -c1 ${addr:h1}", ph) == "ping -c1 " + h1.job->task_ip4.to_string());
+  CHECK(expand_addresses("echo ${HOME} ${addr6:h2}.", ph) == "echo ${HOME} " + h2.job->task_ip6.to_string() + ".");
+  CHECK(expand_addresses("no placeholders", ph) == "no placeholders");
+  CHECK(expand_addresses("${addr:h1", ph) == "${addr:h1");  // unclosed: left as it is
+  CHECK_THROWS_WITH(expand_addresses("x ${addr:nosuch} y", ph), Catch::Contains("no node named 'nosuch'"));
 }

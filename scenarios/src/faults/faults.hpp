@@ -109,4 +109,13 @@ class JobFail final : public Fault {
   void apply(const Step& st, const std::string& label, StepContext& ctx) const override;
 };
 
+// exec: the user's own command run to its end on the timeline
+class ExecFault final : public Fault {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
+  void apply(const Step& st, const std::string& label, StepContext& ctx) const override;
+};
+
 }  // namespace lanes::scenarios

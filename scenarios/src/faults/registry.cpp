@@ -10,7 +10,9 @@ const std::vector<const Fault*>& faults() {
   static const RogueAnnounce rogue;
   static const JobFail job_fail;
   static const Impair impair(true), clear_impair(false);
-  static const std::vector<const Fault*> all = {&down, &up, &flap, &drop, &clear, &kill, &rogue, &job_fail, &impair, &clear_impair};
+  static const ExecFault exec;
+  static const std::vector<const Fault*> all = {&down,     &up,     &flap,         &drop, &clear, &kill, &rogue,
+                                                &job_fail, &impair, &clear_impair, &exec};
   return all;
 }
 

@@ -146,6 +146,36 @@ class Probe final : public Workload {
   std::string matrix_steps() const override;
 };
 
+// CMD with each ${addr:NODE} and ${addr6:NODE} replaced by the node's
+// address of that family (a job host's task IP, a server's address);
+// any other ${...} is left to the shell. StepError for an unknown node or
+// a family it lacks.
+std::string expand_addresses(const std::string& cmd, StepContext& ctx);
+// "" when expect-exit= is absent or 0..255; otherwise what is wrong
+std::string exit_problem(const Step& st);
+
+// exec: the user's own command (sh -c cmd=) in a node's namespace or a job
+// host's container, judged by its exit status
+class Exec final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
+  std::vector<std::string> sampled_hosts(const Step& st, const testbed::Topology& topo) const override;
+  const char* nic_direction() const override { return "tx"; }  // direction= of each step (figure nic_direction)
+  bool verifies_bytes() const override { return false; }
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
+  // the matrix has no command of the user's to run
+  std::string matrix_steps() const override { return ""; }
+  std::optional<reports::Assertion> verdict(const reports::WorkloadResult& r) const override;
+
+ private:
+  bool in_job(const Step& st, const testbed::Topology& topo) const;
+};
+
 // What a workload that moves verified bytes declares besides its own
 // figures: its connection errors and verified bytes, added over repeated
 // runs, and whether every byte of every run was verified.

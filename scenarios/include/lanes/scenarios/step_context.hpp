@@ -35,6 +35,7 @@ struct Proc {
   std::string role;  // "recv", "fetch h1"
   testbed::Daemon d;
   std::string out;
+  std::optional<int> status;  // its exit status once it ended (128 + N: killed by signal N)
 };
 
 // A job failure (fault job-fail): once every rank has done step AFTER_STEP
@@ -73,6 +74,10 @@ class StepContext {
   Proc start_traffic(const std::string& role, int ns, const A& args, const std::string& out, bool hold = false) {
     return start_traffic(role, ns, traffic::to_argv(args), out, hold);
   }
+  // sh -c CMD in namespace NS, its output to OUT, ENV added to lanes' own
+  // (an exec workload: the user's command)
+  virtual Proc start_command(const std::string& role, int ns, const std::string& cmd, const std::string& out,
+                             std::vector<std::pair<std::string, std::string>> env) = 0;
   virtual void go(std::vector<Proc>& procs) = 0;
   virtual void wait_listening(int ns, int port, bool udp, const std::string& who) = 0;
   // HOST's BPF flow table as its host agent published it: the NIC of each

@@ -71,6 +71,10 @@ class Workload {
   // A job failure (fault job-fail, JobFailure): its clients killed at
   // once, then the job started again where it resumes. "" once done;
   // otherwise why this type cannot.
+  // Its verdict on itself once it ended, reported beside the scenario's
+  // assertions (an exec workload's exit status against expect-exit=);
+  // none by default: scenarios judge workloads with <assert>
+  virtual std::optional<reports::Assertion> verdict(const reports::WorkloadResult&) const { return std::nullopt; }
   virtual std::string fail(WorkloadRun&, StepContext&, const JobFailure&) const {
     return fmt::format("a {} workload does not fail and resume (a training workload does)", type());
   }
