@@ -205,6 +205,15 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
             "ip nexthop add id 1 dev v0 && ip nexthop add id 2 group 1 type resilient buckets 8"));
   CHECK(j["tbf"] == true);
   CHECK(j["bpf"] == true);  // root can load BPF programs
+  // the components a user may bring: installed as the shell finds them
+  const auto& c = j["components"];
+  auto installed = [](const std::string& prog) { return run_command("command -v " + prog).status == 0; };
+  CHECK(c["switch_stacks"]["gobgp"]["installed"].get<bool>() == installed("gobgpd"));
+  CHECK(c["switch_stacks"]["gobgp"]["lanes_deploys"] == true);
+  CHECK(c["injectors"]["exabgp"]["installed"].get<bool>() == installed("exabgp"));
+  CHECK(c["injectors"]["bird"]["installed"].get<bool>() == installed("bird"));
+  CHECK(c["injectors"]["lanes"]["installed"] == true);  // beside lanes
+  CHECK(c["workloads_and_faults"]["exec"]["lanes_deploys"] == true);
 }
 
 TEST_CASE("a clean of another state dir leaves a live run and its supervisor alone", "[root]") {
