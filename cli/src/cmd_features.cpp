@@ -50,7 +50,8 @@ nlohmann::json components() {
           {"injectors",
            {{"lanes", c(program_path("lanes-vip-injector", {self_dir()}), true)},
             {"exabgp", c(program_path("exabgp"), false)},
-            {"bird", c(program_path("bird"), false, "interop tests run it against lanes' switch")}}},
+            {"bird", c(program_path("bird"), false, "interop tests run it against lanes' switch")},
+            {"exec", c(program_path("sh"), true, "your own program: <job injector=\"exec\" injector-cmd=...>")}}},
           {"egress_programs",
            {{"lanes", c(program_path("lanes-host-agent", {self_dir()}), true)},  // its skeleton is built in
             {"yours", c("", false)}}},

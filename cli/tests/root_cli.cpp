@@ -214,6 +214,7 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
   CHECK(c["injectors"]["bird"]["installed"].get<bool>() == installed("bird"));
   CHECK(c["injectors"]["lanes"]["installed"] == true);  // beside lanes
   CHECK(c["workloads_and_faults"]["exec"]["lanes_deploys"] == true);
+  CHECK(c["injectors"]["exec"]["lanes_deploys"] == true);
 }
 
 TEST_CASE("a clean of another state dir leaves a live run and its supervisor alone", "[root]") {

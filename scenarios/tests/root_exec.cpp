@@ -117,3 +117,45 @@ TEST_CASE("exec: a missing command fails its verdict, a fault that exits otherwi
   CHECK(error.find("broken") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("exec injector: the user's own program announces the task IPs from the configuration lanes names", "[root]") {
+  lanes::test::require_root();
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-exec-inj-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  // "your own injector": a program of the user's that reads
+  // $LANES_INJECTOR_CONFIG and speaks BGP; here lanes' own speaker, started
+  // the way a user's would be (a state file of its own choosing)
+  std::string bin = std::filesystem::path(lanes::test::lanes_bin()).parent_path().string();
+  std::string topo = (dir / "own-injector.xml").string();
+  std::ofstream(topo) << "<topology name=\"own-injector\"><rack name=\"r1\">\n"
+                      << "<host name=\"h\" count=\"2\" nics=\"4\" rate=\"500mbit\">\n"
+                      << "<job name=\"train\" egress=\"bpf\" injector=\"exec\" injector-cmd=\"exec " << bin
+                      << "/lanes-vip-injector --config $LANES_INJECTOR_CONFIG --state " << dir.string()
+                      << "/state-$LANES_NODE.json\"/>\n"
+                      << "</host><server name=\"storage\" role=\"storage\"/></rack></topology>\n";
+  std::string file = (dir / "ingress.xml").string();
+  std::ofstream(file) << "<scenario name=\"ingress\" description=\"ingress through the user's injector\">\n"
+                      << "<topology file=\"" << topo << "\"/>\n"
+                      << "<phase name=\"p\"><converge timeout=\"60s\"/>\n"
+                      << "<workload name=\"restore\" type=\"checkpoint-restore\" host=\"h1\" server=\"storage\" "
+                         "bytes=\"100M\" flows=\"8\"/>\n"
+                      << "</phase><assert type=\"bytes-verified\"/></scenario>\n";
+  std::string out = (dir / "out").string();
+  ProcessSpec spec{"lanes run", {lanes::test::lanes_bin(), "run", file, "--out", out, "-q"}};
+  spec.log_path = (dir / "run.log").string();
+  auto r = run_capture(spec, std::chrono::seconds(300));
+  REQUIRE(r.ok());
+  CHECK(r.value().status == 0);
+  // it ran with the configuration lanes wrote: its own state file names the task IP it announced
+  std::ifstream st((dir / "state-h1.json").string());
+  REQUIRE(st);
+  auto state = nlohmann::json::parse(st);
+  CHECK(!state.value("task4", "").empty());
+  std::ifstream in(out + "/results.json");
+  REQUIRE(in);
+  auto sc = nlohmann::json::parse(in)["scenarios"].at(0);
+  CHECK(sc["passed"] == true);
+  for (const auto& ph : sc["phases"]) CHECK(list_netns(RunRegistry::netns_prefix(ph.value("run_id", ""))).empty());
+  std::filesystem::remove_all(dir);
+}

@@ -438,7 +438,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       problem(j, "a host runs one job container; <job> is given twice");
       continue;
     }
-    check_shape(j, {"name", "task-ip4", "task-ip6", "egress", "vip", "family"}, {});
+    check_shape(j, {"name", "task-ip4", "task-ip6", "egress", "vip", "family", "injector", "injector-cmd"}, {});
     job_template.name = get_name(j, "job");
     if (auto a = j.attribute("egress")) {
       auto m = parse_egress_mode(a.value());
@@ -461,6 +461,21 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       else
         job_template.family = *f;
     }
+    if (auto a = j.attribute("injector")) {
+      std::string v = a.value();
+      if (v == "exec") {
+        job_template.injector_cmd = j.attribute("injector-cmd").value();
+        if (job_template.injector_cmd.empty())
+          problem(j, "<job> injector=\"exec\" needs injector-cmd=\"...\": the command of your own injector");
+      } else if (v == "exabgp" || v == "bird") {
+        problem(j, "<job> injector=\"{}\": lanes does not deploy {} as the injector yet; injector=\"exec\" runs "
+                   "your own (lanes features lists what it deploys)", v, v == "bird" ? "BIRD" : "ExaBGP");
+      } else if (v != "lanes") {
+        problem(j, "<job> injector=\"{}\": expected lanes or exec", v);
+      }
+    }
+    if (j.attribute("injector-cmd") && std::string(j.attribute("injector").value()) != "exec")
+      problem(j, "<job> injector-cmd is for injector=\"exec\" (the default injector is lanes' own)");
     if (j.attribute("task-ip4") && !job_template.has4())
       problem(j, "<job> task-ip4 on a job with family=\"ipv6\": an IPv6-only job has no IPv4 task IP");
     if (j.attribute("task-ip6") && !job_template.has6())

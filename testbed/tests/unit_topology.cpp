@@ -446,3 +446,25 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
   CHECK(t.racks.at(0).sw.hold_time_s == 9);  // what no override names stays
   CHECK(t.racks.at(0).sw.bfd_interval_ms == 0);
 }
+
+TEST_CASE("injector: lanes' own, or the user's command; the ones lanes does not deploy yet are named", "[unit]") {
+  auto job = [](const std::string& attrs) {
+    return "<topology><rack name=\"r\"><host name=\"h\" nics=\"2\"><job " + attrs + "/></host></rack></topology>";
+  };
+  auto t = load_topology_text(job("injector=\"exec\" injector-cmd=\"my-injector --x\""), "i.xml");
+  CHECK(t.nodes.at(static_cast<size_t>(t.find_node("h"))).job->injector_cmd == "my-injector --x");
+  CHECK_NOTHROW(load_topology_text(job("injector=\"lanes\""), "i.xml"));
+  auto problems = [&](const std::string& attrs) {
+    try {
+      load_topology_text(job(attrs), "i.xml");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(problems("injector=\"exec\"").find("needs injector-cmd") != std::string::npos);
+  CHECK(problems("injector=\"bird\"").find("does not deploy BIRD") != std::string::npos);
+  CHECK(problems("injector=\"exabgp\"").find("does not deploy ExaBGP") != std::string::npos);
+  CHECK(problems("injector=\"quagga\"").find("expected lanes or exec") != std::string::npos);
+  CHECK(problems("injector-cmd=\"x\"").find("is for injector=\"exec\"") != std::string::npos);
+}

@@ -66,9 +66,16 @@ Status deploy_injectors(DeployContext& ctx) {
     DaemonRequest d;
     d.node = h.name;
     d.name = "vip-injector";
-    d.argv = {ctx.bin_dir + "/lanes-vip-injector", "--config", f.config, "--state", f.state};
     d.netns = RunRegistry::netns_name(ctx.run_id, h.name + ".job");
-    d.ready_file = f.state;
+    if (h.job->injector_cmd.empty()) {
+      d.argv = {ctx.bin_dir + "/lanes-vip-injector", "--config", f.config, "--state", f.state};
+      d.ready_file = f.state;
+    } else {
+      // the user's own: the same configuration, named in its environment;
+      // lanes expects nothing back but BGP on the wire (ready once started)
+      d.argv = {"/bin/sh", "-c", h.job->injector_cmd};
+      d.env = {{"LANES_INJECTOR_CONFIG", f.config}, {"LANES_NODE", h.name}};
+    }
     ctx.daemons.push_back(std::move(d));
   }
   return {};

@@ -85,6 +85,9 @@ struct Job {
   EgressMode egress = EgressMode::ecmp;
   VipMode vip = VipMode::per_nic;
   JobFamily family = JobFamily::dual;
+  // injector-cmd= (injector="exec"): the user's own VIP injector, run as
+  // sh -c in the job's container in place of lanes'; empty: lanes' own
+  std::string injector_cmd;
   bool has4() const { return family != JobFamily::ipv6; }
   bool has6() const { return family != JobFamily::ipv4; }
 };
