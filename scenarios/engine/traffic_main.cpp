@@ -494,8 +494,8 @@ class Fetcher {
       std::cerr << "lanes-traffic fetch: --arrival " << a_.arrival << ": expected poisson or constant\n";
       return 2;
     }
-    if (a_.conns < 1 || (open_loop_ ? *a_.rate <= 0 || a_.duration <= 0 : a_.requests < 1)) {
-      std::cerr << "lanes-traffic fetch: --conns, and --requests or --rate and --duration, must be positive\n";
+    if (a_.conns < 1 || (open_loop_ ? *a_.rate <= 0 || a_.duration < 0 : a_.requests < 1)) {
+      std::cerr << "lanes-traffic fetch: --conns, and --requests or --rate, must be positive (--duration at least 0)\n";
       return 2;
     }
     if (open_loop_)

@@ -83,7 +83,9 @@ void WorkloadRuns::finish(WorkloadRun& w, bool stop) {
       }
     }
     c.status = c.d.exit_status();
-    // whatever it left running in its session (lanes started it with setsid) ends with it
+    // whatever it left in its process group (lanes made it the leader of a
+    // session of its own) ends with it; a process that made a session of
+    // its own (a daemon) is the run's namespaces' to end
     if (c.d.pid() > 0) ::kill(-c.d.pid(), SIGKILL);
   }
   double end = ctx_.now_s();
@@ -103,6 +105,7 @@ void WorkloadRuns::finish(WorkloadRun& w, bool stop) {
   r.end_s = end;
   r.figures = plugin.figures(w, end, ctx_);
   if (timed_out) r.figures[testbed::interrupted() ? "interrupted" : "timed_out"] = true;
+  else if (stop) r.figures["stopped"] = true;  // lanes ended it (<stop>, or the phase's end)
   r.declared = plugin.declared_figures();
   pr_.markers.push_back({end, r.name + " done", "workload"});
   if (nic_) nic_(r, end);

@@ -97,8 +97,14 @@ TEST_CASE("exec: a missing command fails its verdict, a fault that exits otherwi
   auto dir = std::filesystem::temp_directory_path() / ("lanes-exec-bad-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  // beside it: a command that leaves a child in the background does not
+  // hold its fault up (timeout 5 s, the child sleeps 60), and one that
+  // lanes stops is not a failure
   auto missing = run_text(dir, "missing", R"(<phase name="p">
   <workload name="nope" type="exec" node="h1" cmd="no-such-command-of-lanes --x"/>
+  <fault type="exec" node="h2" cmd="sleep 60 &amp; echo left in the background" timeout="5s" mark="bg"/>
+  <workload name="long" type="exec" node="h2" cmd="sleep 60" wait="false"/>
+  <stop workload="long"/>
 </phase>
 )");
   CHECK(missing.status == 1);
@@ -107,6 +113,11 @@ TEST_CASE("exec: a missing command fails its verdict, a fault that exits otherwi
   CHECK((*a)["passed"] == false);
   CHECK((*a)["measured"] == "exit 127");
   CHECK((*a)["message"].get<std::string>().find("no-such-command-of-lanes") != std::string::npos);
+  CHECK(missing.scenario["phases"].at(0)["config"]["fault_bg"]["exit_status"] == 0);
+  const auto* stopped = assertion(missing.scenario, "workload long: exit status");
+  REQUIRE(stopped);
+  CHECK((*stopped)["passed"] == true);
+  CHECK((*stopped)["measured"] == "ended by lanes (signal 15)");
   auto fault = run_text(dir, "fault", R"(<phase name="p">
   <fault type="exec" node="storage" cmd="echo broken >&2; exit 3"/>
 </phase>

@@ -531,3 +531,10 @@ TEST_CASE("exec: ${addr:NODE} becomes the node's address; anything else is the s
   CHECK(expand_addresses("${addr:h1", ph) == "${addr:h1");  // unclosed: left as it is
   CHECK_THROWS_WITH(expand_addresses("x ${addr:nosuch} y", ph), Catch::Contains("no node named 'nosuch'"));
 }
+
+TEST_CASE("exec: ${addr:...} names a job host or a server; the shell's own ${addr:-x} is left alone", "[unit]") {
+  FakePhase ph("laptop.xml");
+  using lanes::scenarios::expand_addresses;
+  CHECK(expand_addresses("echo ${addr:-none}", ph) == "echo ${addr:-none}");
+  CHECK_THROWS_WITH(expand_addresses("ping ${addr:r1-tor}", ph), Catch::Contains("neither a job host nor a server"));
+}

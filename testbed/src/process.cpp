@@ -122,6 +122,7 @@ struct Daemon::Impl {
   bp::child child;
   std::optional<int> status;
   bool detached = false;
+  bool leader = false;  // it leads a session (new_session): a stop signals its whole process group
   int pidfd = -1;  // opened by wait_until
   ~Impl() {
     if (pidfd >= 0) ::close(pidfd);
@@ -147,6 +148,7 @@ Result<Daemon> Daemon::start(const ProcessSpec& spec) {
 
   auto impl = std::make_unique<Impl>();
   impl->name = spec.name;
+  impl->leader = spec.new_session;
   std::error_code ec;
   FILE* log = nullptr;
   if (!spec.log_path.empty()) {
@@ -225,10 +227,11 @@ Result<int> Daemon::stop(std::chrono::milliseconds grace) {
   if (!impl_) return os_error(ESRCH, "stopping a daemon that was never started");
   if (!running()) return *impl_->status;
   pid_t p = pid();
-  ::kill(p, SIGTERM);
+  pid_t target = impl_->leader ? -p : p;  // signalled while it runs: its group cannot be another's
+  ::kill(target, SIGTERM);
   if (!wait_until(std::chrono::steady_clock::now() + grace)) {
     log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", impl_->name, p, grace.count());
-    ::kill(p, SIGKILL);
+    ::kill(target, SIGKILL);
     std::error_code ec;
     impl_->child.wait(ec);
     running();
@@ -241,7 +244,7 @@ void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds gra
   std::vector<Daemon*> left;
   for (Daemon* d : daemons)
     if (d->running()) {
-      ::kill(d->pid(), SIGTERM);
+      d->signal(SIGTERM);
       left.push_back(d);
     }
   // one grace period for them all: each waited for on its pidfd in turn
@@ -249,9 +252,14 @@ void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds gra
   std::erase_if(left, [&](Daemon* d) { return d->wait_until(deadline); });
   for (Daemon* d : left) {
     log::warn("{} (pid {}) ignored SIGTERM for {} ms; sending SIGKILL", d->name(), d->pid(), grace.count());
-    ::kill(d->pid(), SIGKILL);
+    d->signal(SIGKILL);
   }
   for (Daemon* d : left) d->wait();
+}
+
+void Daemon::signal(int sig) {
+  if (!impl_ || !running()) return;
+  ::kill(impl_->leader ? -pid() : pid(), sig);
 }
 
 void Daemon::detach() {

@@ -2,12 +2,14 @@
 // timeline in a node's namespace or a job host's container.
 
 #include <fmt/format.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "../workloads/workloads.hpp"
 #include "faults.hpp"
+#include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/process.hpp"
 
 namespace lanes::scenarios {
@@ -42,33 +44,42 @@ void ExecFault::apply(const Step& st, const std::string& label, StepContext& ctx
   std::string out = ctx.out_base("fault-" + label) + ".out";
   testbed::ProcessSpec spec{"exec fault on " + node, {"/bin/sh", "-c", cmd}};
   spec.netns_fd = in_job ? ctx.job_ns(node) : ctx.node_ns(node);
-  spec.log_path = out + ".err";
+  spec.log_path = out;  // its stdout and stderr
   spec.env = {{"LANES_NODE", node}};
   auto timeout = st.duration("timeout", milliseconds(60'000));
+  std::error_code ec;
+  std::filesystem::remove(out, ec);
   ctx.mark(label, "fault");
   auto start = Clock::now();
-  auto r = testbed::run_capture(spec, timeout);
+  auto d = testbed::Daemon::start(spec);
+  if (!d) throw StepError(fmt::format("fault exec on {} ({}): {}", node, cmd, d.error().what()));
+  // until the command (not whatever it left in the background) ends, the
+  // timeout passes or lanes is interrupted
+  auto deadline = start + timeout;
+  bool ended = false;
+  while (!(ended = d.value().wait_until(std::min(deadline, Clock::now() + milliseconds(100)))))
+    if (Clock::now() >= deadline || testbed::interrupted()) break;
+  if (!ended) (void)d.value().stop(milliseconds(1000));
+  int status = d.value().exit_status().value_or(-1);
+  // what it left in its process group ends with it
+  ::kill(-d.value().pid(), SIGKILL);
   double took = std::chrono::duration<double>(Clock::now() - start).count();
-  if (!r) throw StepError(fmt::format("fault exec on {} ({}): {}", node, cmd, r.error().what()));
-  // its stdout, then what it said on stderr, in one file
-  std::string err;
-  {
-    std::ifstream e(spec.log_path);
-    err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  }
-  std::error_code ec;
-  std::filesystem::remove(spec.log_path, ec);
-  std::ofstream(out) << r.value().out << err;
-  int status = r.value().status, expected = st.integer("expect-exit", 0);
+  int expected = st.integer("expect-exit", 0);
   ctx.record_fault(label, {{"node", node}, {"cmd", cmd}, {"exit_status", status}, {"expected_exit", expected},
-                           {"seconds", took}, {"output", out}});
-  ctx.say(fmt::format("fault: exec on {} exited {} after {:.2f} s", node, status, took));
-  if (status == expected) return;
-  std::string said = r.value().out + err;
+                           {"timed_out", !ended}, {"seconds", took}, {"output", out}});
+  ctx.say(fmt::format("fault: exec on {} {} after {:.2f} s", node,
+                      ended ? fmt::format("exited {}", status) : std::string("was ended"), took));
+  if (!ended && testbed::interrupted()) throw StepError("interrupted");
+  if (ended && status == expected) return;
+  std::string said;
+  {
+    std::ifstream in(out);
+    said.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   if (said.size() > 2000) said = "..." + said.substr(said.size() - 2000);
   throw StepError(fmt::format("fault exec on {} ({}) {} (expected exit {}){}", node, cmd,
-                              status == 124 ? fmt::format("did not end within {} s", timeout.count() / 1000.0)
-                                            : fmt::format("exited {}", status),
+                              ended ? fmt::format("exited {}", status)
+                                    : fmt::format("did not end within {} s", timeout.count() / 1000.0),
                               expected, said.empty() ? "" : ":\n" + said));
 }
 

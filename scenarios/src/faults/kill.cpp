@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "faults.hpp"
 #include "lanes/testbed/process.hpp"
@@ -21,7 +22,10 @@ const Attrs& KillDaemon::attrs() const {
 void kill_and_await_restart(StepContext& ctx, const std::string& n, const std::string& d, const std::string& label) {
   pid_t pid = ctx.daemon_pid(n, d);
   if (pid <= 0) throw StepError(fmt::format("no {} runs on {} (supervisor.json)", d, n));
-  if (testbed::process_start_time(pid) == 0 || ::kill(pid, SIGKILL) != 0)
+  // a daemon lanes started leads a process group of its own (a user's
+  // injector run by sh -c included): the group, so nothing of it lives on
+  pid_t target = ::getpgid(pid) == pid ? -pid : pid;
+  if (testbed::process_start_time(pid) == 0 || ::kill(target, SIGKILL) != 0)
     throw StepError(fmt::format("cannot kill {} on {} (pid {})", d, n, pid));
   ctx.mark(label, "fault");
   auto start = Clock::now();

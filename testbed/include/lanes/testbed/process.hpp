@@ -37,6 +37,9 @@ class Daemon {
   Daemon& operator=(Daemon&&) noexcept;
 
   static Result<Daemon> start(const ProcessSpec& spec);
+  // SIG to it while it runs: to its whole process group when it leads a
+  // session of its own (ProcessSpec::new_session), so what it started ends too
+  void signal(int sig);
 
   pid_t pid() const;
   const std::string& name() const;
