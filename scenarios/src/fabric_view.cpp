@@ -21,15 +21,19 @@ tb::Result<std::map<uint32_t, std::vector<uint32_t>>> LiveFabric::buckets(int no
   return run_.tb().netlink(node).all_nexthop_buckets();
 }
 
+sw::SpeakerRef LiveFabric::speaker(int node) {
+  return sw::speaker_of(run_.registry(), run_.id(), run_.topology().nodes.at(static_cast<size_t>(node)),
+                        run_.tb().netns(node).fd());
+}
+
 tb::Result<std::vector<sw::BgpRoute>> LiveFabric::rib(int node, int family, const std::string& prefix) {
-  auto client = sw::GobgpClient::connect(run_.tb().netns(node).fd());
-  if (!client) return client.error();
-  return client.value().routes(family, prefix);
+  return sw::speaker_routes(speaker(node), family, prefix);
 }
 
 tb::Result<std::vector<SessionCounts>> LiveFabric::sessions(int node) {
-  auto paths = sw::session_paths(run_.tb().netns(node).fd(), /*count_rib=*/true);
-  if (!paths) return tb::os_error(EIO, std::string("gobgpd does not answer: ") + paths.error().what());
+  auto sp = speaker(node);
+  auto paths = sw::session_paths(sp, /*count_rib=*/true);
+  if (!paths) return tb::os_error(EIO, std::string(sp.name()) + " does not answer: " + paths.error().what());
   std::vector<SessionCounts> out;
   for (const auto& p : paths.value()) out.push_back({p.session.neighbor, p.session.received, p.rejected});
   return out;

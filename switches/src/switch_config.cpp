@@ -24,6 +24,19 @@ std::string list(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+void afi_safis(std::string& s, uint32_t max_prefixes) {
+  for (const char* afi : {"ipv4-unicast", "ipv6-unicast"}) {
+    s += "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n";
+    s += fmt::format("      afi-safi-name = {}\n", q(afi));
+    if (max_prefixes) {
+      s += "    [neighbors.afi-safis.prefix-limit.config]\n";
+      s += fmt::format("      max-prefixes = {}\n", max_prefixes);
+    }
+  }
+}
+
+}  // namespace
+
 const Rack* rack_of_switch(const Topology& t, int node) {
   for (const auto& r : t.racks)
     if (r.switch_node == node) return &r;
@@ -42,21 +55,6 @@ std::vector<std::string> server_prefixes(const Topology& t, int node) {
   return out;
 }
 
-void afi_safis(std::string& s, uint32_t max_prefixes) {
-  for (const char* afi : {"ipv4-unicast", "ipv6-unicast"}) {
-    s += "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n";
-    s += fmt::format("      afi-safi-name = {}\n", q(afi));
-    if (max_prefixes) {
-      s += "    [neighbors.afi-safis.prefix-limit.config]\n";
-      s += fmt::format("      max-prefixes = {}\n", max_prefixes);
-    }
-  }
-}
-
-}  // namespace
-
-
-
 std::vector<SwitchNeighbor> switch_neighbors(const Topology& t, int node) {
   std::vector<SwitchNeighbor> out;
   for (const auto& l : t.links) {
@@ -64,7 +62,7 @@ std::vector<SwitchNeighbor> switch_neighbors(const Topology& t, int node) {
       const Endpoint& me = l.a.node == node ? l.a : l.b;
       const Endpoint& peer = l.a.node == node ? l.b : l.a;
       out.push_back({peer.addr4.addr.to_string(), me.addr4.addr.to_string(), t.nodes[peer.node].asn,
-                     t.nodes[peer.node].name + " " + peer.ifname, false, -1});
+                     t.nodes[peer.node].name + " " + peer.ifname, false, -1, peer.addr6.addr.to_string()});
     }
     if (l.kind == LinkKind::host_nic && l.a.node == node) {
       const Node& host = t.nodes[l.b.node];
@@ -74,6 +72,19 @@ std::vector<SwitchNeighbor> switch_neighbors(const Topology& t, int node) {
     }
   }
   return out;
+}
+
+uint32_t session_prefix_limit(const Topology& t, int node, const SwitchNeighbor& nb) {
+  const Rack* rack = rack_of_switch(t, node);
+  if (!nb.host || !rack) return 0;
+  uint32_t limit = rack->sw.max_prefixes;
+  const Node& host = t.nodes[static_cast<size_t>(nb.host_node)];
+  // the speakers count paths against the limit, and an ADD-PATH session
+  // carries each prefix once per NIC (8 NICs on the default 4: "prefix
+  // limit reached", the session torn down, no next hop)
+  if (host.job && host.job->vip == VipMode::add_path)
+    limit *= static_cast<uint32_t>(std::max<size_t>(1, host.nics.size()));
+  return limit;
 }
 
 std::string render_gobgp_config(const Topology& t, int node) {
@@ -180,19 +191,12 @@ std::string render_gobgp_config(const Topology& t, int node) {
     // the FIB agent remakes a host's peer instead of resetting it)
     s += fmt::format("    hold-time = {}\n    keepalive-interval = {}\n    connect-retry = 1\n", hold,
                      std::max<uint32_t>(1, hold / 3));
-    uint32_t limit = nb.host && rack ? rack->sw.max_prefixes : 0;
     if (nb.host) {
       s += "  [neighbors.ebgp-multihop.config]\n    enabled = true\n    multihop-ttl = 3\n";
       const Node& host = t.nodes[nb.host_node];
-      if (host.job && host.job->vip == VipMode::add_path) {
-        s += "  [neighbors.add-paths.config]\n    receive = true\n";
-        // gobgpd counts paths against the limit, and an ADD-PATH session
-        // carries each prefix once per NIC (8 NICs on the default 4:
-        // "prefix limit reached", the session torn down, no next hop)
-        limit *= static_cast<uint32_t>(std::max<size_t>(1, host.nics.size()));
-      }
+      if (host.job && host.job->vip == VipMode::add_path) s += "  [neighbors.add-paths.config]\n    receive = true\n";
     }
-    afi_safis(s, limit);
+    afi_safis(s, session_prefix_limit(t, node, nb));
   }
   return s;
 }

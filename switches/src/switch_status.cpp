@@ -12,14 +12,44 @@
 
 #include "lanes/bfd/bfdd.hpp"
 #include "lanes/testbed/supervisor.hpp"
+#include "lanes/switches/frr.hpp"
 #include "lanes/switches/gobgp_client.hpp"
 
 namespace lanes::switches {
 
 using namespace lanes::testbed;
 
-Result<std::vector<SessionPaths>> session_paths(int ns_fd, bool count_rib) {
-  auto client = GobgpClient::connect(ns_fd);
+namespace {
+
+void sort_sessions(std::vector<SessionPaths>& out) {
+  // the speakers list their neighbors in no fixed order
+  std::sort(out.begin(), out.end(), [](const SessionPaths& a, const SessionPaths& b) {
+    return std::tie(a.session.description, a.session.neighbor) < std::tie(b.session.description, b.session.neighbor);
+  });
+}
+
+// COUNT_RIB: the received (pre-policy) counts too, one vty question per
+// established session and family
+Result<std::vector<SessionPaths>> frr_session_paths(const SpeakerRef& sp, bool count_rib) {
+  auto vty = FrrVty::connect(sp.vty);
+  if (!vty) return vty.error();
+  auto sessions = frr_sessions(vty.value(), count_rib);
+  if (!sessions) return sessions.error();
+  std::vector<SessionPaths> out;
+  for (auto& s : sessions.value()) {
+    uint64_t acc = count_rib ? std::min(s.session.received, s.accepted) : 0;
+    uint64_t rej = count_rib ? s.session.received - acc : 0;
+    out.push_back({std::move(s.session), acc, rej});
+  }
+  sort_sessions(out);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<SessionPaths>> session_paths(const SpeakerRef& sp, bool count_rib) {
+  if (sp.stack == SwitchStack::frr) return frr_session_paths(sp, count_rib);
+  auto client = GobgpClient::connect(sp.ns_fd);
   if (!client) return client.error();
   auto peers = client.value().sessions();
   if (!peers) return peers.error();
@@ -38,11 +68,19 @@ Result<std::vector<SessionPaths>> session_paths(int ns_fd, bool count_rib) {
     uint64_t rej = count_rib ? p.received - acc : 0;
     out.push_back({std::move(p), acc, rej});
   }
-  // gobgpd lists its neighbors in no fixed order
-  std::sort(out.begin(), out.end(), [](const SessionPaths& a, const SessionPaths& b) {
-    return std::tie(a.session.description, a.session.neighbor) < std::tie(b.session.description, b.session.neighbor);
-  });
+  sort_sessions(out);
   return out;
+}
+
+Result<std::vector<BgpRoute>> speaker_routes(const SpeakerRef& sp, int family, const std::string& prefix) {
+  if (sp.stack == SwitchStack::frr) {
+    auto vty = FrrVty::connect(sp.vty);
+    if (!vty) return vty.error();
+    return frr_routes(vty.value(), family, prefix);
+  }
+  auto client = GobgpClient::connect(sp.ns_fd);
+  if (!client) return client.error();
+  return client.value().routes(family, prefix);
 }
 
 // A switch's BGP sessions (from gobgpd), its groups (from its FIB agent) and
@@ -52,7 +90,8 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id,
   nlohmann::json j;
   nlohmann::json sessions = nlohmann::json::array();
   uint64_t rejected_total = 0;
-  if (auto peers = session_paths(ns_fd, with_rib)) {
+  SpeakerRef speaker = speaker_of(reg, id, n, ns_fd);
+  if (auto peers = session_paths(speaker, with_rib)) {
     for (const auto& p : peers.value()) {
       nlohmann::json s = {{"neighbor", p.session.neighbor},
                           {"description", p.session.description},
@@ -67,9 +106,10 @@ nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& id,
       sessions.push_back(std::move(s));
     }
   } else {
-    j["error"] = std::string("gobgpd does not answer: ") + peers.error().what();
+    j["error"] = fmt::format("{} does not answer: {}", speaker.name(), peers.error().what());
   }
   j["sessions"] = sessions;
+  j["stack"] = to_string(n.stack);
   if (with_rib) j["rejected"] = rejected_total;
   auto f = switch_files(reg, id, n.name);
   try {

@@ -38,6 +38,14 @@ std::optional<VipMode> parse_vip_mode(const std::string& s) {
   return std::nullopt;
 }
 
+const char* to_string(SwitchStack s) { return s == SwitchStack::frr ? "frr" : "gobgp"; }
+
+std::optional<SwitchStack> parse_switch_stack(const std::string& s) {
+  for (auto m : {SwitchStack::gobgp, SwitchStack::frr})
+    if (s == to_string(m)) return m;
+  return std::nullopt;
+}
+
 const char* to_string(JobFamily f) {
   switch (f) {
     case JobFamily::ipv4: return "ipv4";

@@ -17,8 +17,13 @@ const std::vector<OverrideAttr>& override_attrs() {
       {"rate", "host", K::rate},
       {"hold-time", "rack", K::integer, "", kHoldTimeBounds},
       {"bfd-interval", "rack", K::integer, "", kBfdIntervalBounds},
+      {"switch-stack", "rack|spine", K::choice, "gobgp|frr"},
   };
   return a;
+}
+
+bool element_takes(const OverrideAttr& a, const std::string& element) {
+  return ("|" + std::string(a.element) + "|").find("|" + element + "|") != std::string::npos;
 }
 
 std::string override_problem(const OverrideAttr& a, const std::string& value) {

@@ -214,10 +214,19 @@ class Loader {
   std::map<int, pugi::xml_node> rack_xml_;
   std::map<int, pugi::xml_node> host_xml_;
   // OVERRIDES_ set on every element below N they belong to
+  // switch-stack="gobgp|frr" of a <rack> or <spine>
+  SwitchStack get_stack(const pugi::xml_node& n) {
+    auto a = n.attribute("switch-stack");
+    if (!a) return SwitchStack::gobgp;
+    auto s = parse_switch_stack(a.value());
+    if (!s) problem(n, "<{}> switch-stack=\"{}\": expected gobgp or frr", n.name(), a.value());
+    return s.value_or(SwitchStack::gobgp);
+  }
+
   void apply_overrides(pugi::xml_node n) {
     for (const auto& a : override_attrs()) {
       auto it = overrides_.find(a.name);
-      if (it == overrides_.end() || std::string_view(n.name()) != a.element) continue;
+      if (it == overrides_.end() || !element_takes(a, n.name())) continue;
       if (!n.attribute(a.name)) n.append_attribute(a.name);
       n.attribute(a.name).set_value(it->second.c_str());
     }
@@ -266,16 +275,18 @@ Topology Loader::load() {
 
   // spines first, then racks (switch, hosts, servers), then fabric servers
   for (auto s : root.children("spine")) {
-    check_shape(s, {"name", "count", "asn"}, {});
+    check_shape(s, {"name", "count", "asn", "switch-stack"}, {});
     std::string base = get_name(s);
     long long count = 1, asn = 65000;
     bool counted = get_int(s, "count", 1, kMaxCount, count);
     get_int(s, "asn", 1, 4294967294LL, asn);
+    SwitchStack stack = get_stack(s);
     for (long long i = 1; i <= count && !base.empty(); ++i) {
       Node node;
       node.name = counted ? base + std::to_string(i) : base;
       node.kind = NodeKind::spine;
       node.asn = static_cast<uint32_t>(asn);
+      node.stack = stack;
       node.loc = loc(s);
       add_node(std::move(node), s);
     }
@@ -327,7 +338,7 @@ void Loader::load_addressing(const pugi::xml_node& n) {
 
 void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   check_shape(n, {"name", "asn", "switch", "block4", "block6", "buckets", "idle-timer", "unbalanced-timer",
-                  "max-prefixes", "hold-time", "bfd-interval", "bfd-multiplier"},
+                  "max-prefixes", "hold-time", "bfd-interval", "bfd-multiplier", "switch-stack"},
               {"host", "server"});
   Rack rack;
   rack.name = get_name(n);
@@ -346,6 +357,7 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   sw.kind = NodeKind::rack_switch;
   sw.rack = rack_index;
   sw.asn = static_cast<uint32_t>(asn);
+  sw.stack = get_stack(n);
   sw.loc = loc(n);
   if (!valid_name(sw.name) && !stand_in) {
     problem(n, "<rack> switch=\"{}\": names are 1-24 characters of letters, digits, '-' and '_', "

@@ -14,6 +14,7 @@
 #include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/switches/gobgp_client.hpp"
+#include "lanes/switches/switches.hpp"
 
 namespace lanes::scenarios {
 
@@ -51,6 +52,7 @@ class LiveFabric : public FabricView {
   testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) override;
 
  private:
+  switches::SpeakerRef speaker(int node);
   testbed::LiveRun& run_;
 };
 

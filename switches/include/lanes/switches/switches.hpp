@@ -1,8 +1,10 @@
 #pragma once
-// The emulated switches of a run: gobgpd and the FIB agent on every rack
-// switch and spine. deploy_switches renders their configurations and asks
-// the run's supervisor for both daemons (gobgpd first, then the agent,
-// which is ready once gobgpd answers it).
+// The emulated switches of a run. On a switch whose stack is gobgp (the
+// default): gobgpd and lanes' FIB agent; deploy_switches renders their
+// configurations and asks the run's supervisor for both daemons (gobgpd
+// first, then the agent, which is ready once gobgpd answers it). On one
+// whose stack is frr: FRR's zebra, then staticd and bgpd (frr.hpp).
+// Either way lanes' bfdd answers the hosts' BFD.
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,6 +34,10 @@ struct SwitchFiles {
   std::string agent_state;    // fib-agent-state.json (written by the agent)
   std::string gobgpd_log;     // <run>/logs/<node>-gobgpd.log
   std::string agent_log;      // <run>/logs/<node>-fib-agent.log
+  // switch-stack="frr": FRR's own directory (owned by FRR's user, which
+  // its daemons run as), with their configurations, pid files and sockets
+  std::string frr_dir;        // <dir>/frr
+  std::string bgpd_vty() const { return frr_dir + "/bgpd.vty"; }
 };
 
 SwitchFiles switch_files(const RunRegistry& reg, const std::string& run_id, const std::string& node);
@@ -43,19 +49,31 @@ Status write_switch_configs(const Topology& topo, const RunRegistry& reg, const 
 // FIB agent request per switch.
 Status deploy_switches(DeployContext& ctx);
 
-// A switch's BGP session as gobgpd has it, with the paths its import
+// Where lanes asks a switch's BGP speaker: gobgpd's API in the switch's
+// namespace, or bgpd's vty socket.
+struct SpeakerRef {
+  testbed::SwitchStack stack = testbed::SwitchStack::gobgp;
+  int ns_fd = -1;   // gobgp: the switch's namespace
+  std::string vty;  // frr: bgpd's vty socket
+  const char* name() const { return stack == testbed::SwitchStack::frr ? "FRR's bgpd" : "gobgpd"; }
+};
+SpeakerRef speaker_of(const RunRegistry& reg, const std::string& run_id, const Node& node, int ns_fd);
+
+// A switch's BGP session as its speaker has it, with the paths its import
 // policy accepted and rejected (COUNT_RIB: counted from one RIB dump per
-// family; 0 otherwise).
+// family with GoBGP; 0 otherwise).
 struct SessionPaths {
   BgpSession session;
   uint64_t accepted = 0, rejected = 0;
 };
-// The sessions of the gobgpd in namespace NS_FD, ordered by description
-// and neighbor.
-Result<std::vector<SessionPaths>> session_paths(int ns_fd, bool count_rib);
+// The sessions of a switch's speaker, ordered by description and neighbor.
+Result<std::vector<SessionPaths>> session_paths(const SpeakerRef& speaker, bool count_rib);
+// The speaker's RIB of FAMILY (AF_INET or AF_INET6): every path of every
+// prefix, or of PREFIX alone.
+Result<std::vector<BgpRoute>> speaker_routes(const SpeakerRef& speaker, int family, const std::string& prefix = "");
 
 // What `lanes status` shows for switch NODE of a running run: BGP sessions
-// (state, received, accepted, rejected), the FIB agent's routes, daemons.
+// (state, received, accepted, rejected), the FIB agent's routes (gobgp), daemons.
 // WITH_RIB: also read the RIB to count what import policy rejected.
 nlohmann::json switch_status_json(const RunRegistry& reg, const std::string& run_id, const Node& node, int netns_fd,
                                   bool with_rib = true);

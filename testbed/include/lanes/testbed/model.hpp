@@ -33,6 +33,12 @@ enum class VipMode { per_nic, add_path };
 const char* to_string(VipMode m);
 std::optional<VipMode> parse_vip_mode(const std::string& s);
 
+// The BGP software a switch runs: GoBGP with lanes' FIB agent, or FRR
+// (bgpd, zebra and staticd) programming the kernel itself.
+enum class SwitchStack { gobgp, frr };
+const char* to_string(SwitchStack s);
+std::optional<SwitchStack> parse_switch_stack(const std::string& s);
+
 // One end of a point-to-point link, inside a node's namespace.
 struct Endpoint {
   int node = -1;      // index into Topology::nodes
@@ -102,6 +108,7 @@ struct Node {
   std::vector<Nic> nics;       // hosts
   std::optional<Job> job;      // hosts
   ServerRole role = ServerRole::storage;  // servers
+  SwitchStack stack = SwitchStack::gobgp;  // rack switches and spines
   SourceLoc loc;
 };
 

@@ -20,12 +20,14 @@ inline constexpr Bounds kBfdIntervalBounds{0, 60000};  // BFD interval, ms (0: n
 struct OverrideAttr {
   enum class Kind { choice, integer, rate };
   const char* name;     // "bfd-interval"
-  const char* element;  // the topology element it is set on: "job", "host" or "rack"
+  const char* element;  // the topology elements it is set on: "job", "host", "rack", "rack|spine"
   Kind kind;
   const char* choices = "";  // a choice's values, '|'-separated
   Bounds bounds{};           // an integer's
 };
 const std::vector<OverrideAttr>& override_attrs();
+// A's element list names ELEMENT ("rack" in "rack|spine").
+bool element_takes(const OverrideAttr& a, const std::string& element);
 
 // attribute name -> value, as a scenario gives them
 using Overrides = std::map<std::string, std::string>;
