@@ -14,6 +14,7 @@
 #include "lanes/cli/cli.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/interrupt.hpp"
+#include "lanes/testbed/overrides.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/topology_loader.hpp"
@@ -53,8 +54,12 @@ int cmd_run(const CliContext& cli, const std::vector<std::string>& args, std::os
   po::options_description desc("options");
   std::vector<std::string> files;
   std::string out_dir, seed_text = "1", run_id_prefix, deadline_text;
+  std::vector<std::string> sets;
   desc.add_options()("file", po::value(&files)->required()->multitoken(),
                      "scenario or suite files, or names of shipped scenarios (lanes scenarios)")(
+      "set", po::value(&sets),
+      "ATTR=VALUE: an override over every phase's own, e.g. switch-stack=frr or nics=2 (repeatable; the "
+      "attributes a scenario's <topology> takes)")(
       "out", po::value(&out_dir), "where results.json, junit.xml and report.html go (default: ./lanes-results/<time>)")(
       "seed", po::value(&seed_text), "seed of every traffic pattern: 0 to 2^64-1 (default 1)")(
       "run-id", po::value(&run_id_prefix),
@@ -68,7 +73,7 @@ int cmd_run(const CliContext& cli, const std::vector<std::string>& args, std::os
   pos.add("file", -1);
   po::variables_map vm;
   if (!parse_command_line(
-          args, "run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep] [--deadline T]",
+          args, "run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep] [--deadline T] [--set A=V]",
           "run scenarios and report what they measured", desc,
           pos, vm, out,
           "Each phase of a scenario brings its topology up, runs its steps (workloads, faults, waits,\n"
@@ -98,9 +103,25 @@ int cmd_run(const CliContext& cli, const std::vector<std::string>& args, std::os
   }
   if (vm.count("run-id") && (run_id_prefix.size() > 7 || !tb::RunRegistry::valid_id(run_id_prefix)))
     throw UsageError(fmt::format("--run-id '{}': a prefix is 1-7 characters of a-z and 0-9", run_id_prefix));
+  Overrides set;
+  for (const auto& kv : sets) {
+    auto eq = kv.find('=');
+    std::string k = kv.substr(0, eq), v = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    const tb::OverrideAttr* attr = nullptr;
+    std::string names;
+    for (const auto& a : tb::override_attrs()) {
+      names += (names.empty() ? "" : ", ") + std::string(a.name);
+      if (k == a.name) attr = &a;
+    }
+    if (eq == std::string::npos || !attr)
+      throw UsageError(fmt::format("--set '{}': expected ATTR=VALUE with ATTR one of {}", kv, names));
+    if (auto why = tb::override_problem(*attr, v); !why.empty())
+      throw UsageError(fmt::format("--set '{}': {}", kv, why));
+    set[k] = v;
+  }
   std::vector<Scenario> all;
   for (const auto& f : files) {
-    auto v = load_scenarios(resolve_scenario(f));  // bad input: InputError, exit 2, nothing built
+    auto v = load_scenarios(resolve_scenario(f), set);  // bad input: InputError, exit 2, nothing built
     for (auto& s : v) all.push_back(std::move(s));
   }
   if (!have_privileges(err, "run")) return kExitFailure;
@@ -321,7 +342,7 @@ std::string validate_scenarios(const std::string& path) {
 void register_scenario_commands() {
   register_validator("scenario", validate_scenarios);
   register_validator("suite", validate_scenarios);
-  register_command("run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep]", "run scenarios and report what they measured",
+  register_command("run", "FILE... [--out DIR] [--seed N] [--run-id PREFIX] [--keep] [--set A=V]", "run scenarios and report what they measured",
                        cmd_run);
   register_command("scenarios", "[--json]", "list the shipped scenarios", cmd_scenarios);
   register_command("matrix", "[--seed N] [--out DIR]",

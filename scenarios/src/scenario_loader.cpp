@@ -80,8 +80,9 @@ std::string same_file_key(const std::string& path) {
 class Loader {
  public:
   // CHAIN: the files that include this one, outermost first (for cycles).
-  Loader(std::string text, std::string file, std::vector<std::string> chain = {})
-      : text_(std::move(text)), file_(std::move(file)), chain_(std::move(chain)) {
+  // SET: overrides over every phase's own (lanes run --set).
+  Loader(std::string text, std::string file, Overrides set, std::vector<std::string> chain = {})
+      : text_(std::move(text)), file_(std::move(file)), set_(std::move(set)), chain_(std::move(chain)) {
     chain_.push_back(same_file_key(file_));
     for (size_t i = 0; i < text_.size(); ++i)
       if (text_[i] == '\n') newlines_.push_back(static_cast<ptrdiff_t>(i));
@@ -128,7 +129,7 @@ class Loader {
           continue;
         }
         try {
-          for (auto& s : Loader(std::move(text), path, chain_).load()) out.push_back(std::move(s));
+          for (auto& s : Loader(std::move(text), path, set_, chain_).load()) out.push_back(std::move(s));
         } catch (const InputError& e) {
           problem(c, "<include file=\"{}\">: the included file has {} problem{} (below)", f, e.problems().size(),
                   e.problems().size() == 1 ? "" : "s");
@@ -247,11 +248,12 @@ class Loader {
         if (ph.name.empty()) problem(c, "<phase> needs name=\"...\"");
         if (!phase_names.insert(ph.name).second) problem(c, "a phase named '{}' exists already", ph.name);
         ph.overrides = overrides_of(c, base);
+        for (const auto& [k, v] : set_) ph.overrides[k] = v;
         if (base_topo) {
           try {
             std::string where = ph.overrides.empty() ? sc.topology_file
-                                                     : fmt::format("{} (as changed at {}:{})", sc.topology_file,
-                                                                   file_, ph.line);
+                                                     : fmt::format("{} (as changed at {}:{}{})", sc.topology_file,
+                                                                   file_, ph.line, set_.empty() ? "" : " and by --set");
             ph.topology = testbed::load_topology_text(sc.topology_text, where, ph.overrides);
           } catch (const InputError& err) {
             for (const auto& p : err.problems()) problems_.push_back(p);
@@ -582,6 +584,7 @@ class Loader {
 
   std::string text_;
   std::string file_;
+  Overrides set_;
   std::vector<std::string> chain_;
   std::map<std::string, std::string> open_ended_;  // name → type: the phase's workloads that run until stopped (probes)
   std::vector<ptrdiff_t> newlines_;
@@ -650,11 +653,13 @@ std::string Step::describe() const {
   return s;
 }
 
-std::vector<Scenario> load_scenarios_text(const std::string& text, const std::string& file) {
-  return Loader(text, file).load();
+std::vector<Scenario> load_scenarios_text(const std::string& text, const std::string& file, const Overrides& set) {
+  return Loader(text, file, set).load();
 }
 
-std::vector<Scenario> load_scenarios(const std::string& path) { return load_scenarios_text(read_text(path), path); }
+std::vector<Scenario> load_scenarios(const std::string& path, const Overrides& set) {
+  return load_scenarios_text(read_text(path), path, set);
+}
 
 std::string shipped_dir() {
   if (const char* e = std::getenv("LANES_SCENARIOS_DIR"); e && *e) return e;

@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -38,6 +39,13 @@ class FakeFabric : public FabricView {
   tb::Result<std::vector<SessionCounts>> sessions(int node) override { return counts[node]; }
   std::map<std::pair<int, bool>, std::vector<tb::NeighborInfo>> neighbor_table;  // (node, job container)
   tb::Result<std::vector<tb::NeighborInfo>> neighbors(int node, bool job) override { return neighbor_table[{node, job}]; }
+  // the device of each flow at a node: FLOW_PORT(node, flow), or 0
+  std::function<int(int, const tb::FlowKey&)> flow_port;
+  tb::Result<std::vector<int>> flow_oifs(int node, const std::vector<tb::FlowKey>& flows) override {
+    std::vector<int> out;
+    for (const auto& f : flows) out.push_back(flow_port ? flow_port(node, f) : 0);
+    return out;
+  }
 
   // PREFIX at NODE points at group GROUP with MEMBERS
   void group(int node, const std::string& prefix, uint32_t id, std::vector<uint32_t> members) {

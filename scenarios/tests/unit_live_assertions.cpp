@@ -159,15 +159,23 @@ TEST_CASE("live assertion healthy-flows-kept: reads what the fault recorded", "[
   auto st = r.step("healthy-flows-kept", {{"fault", "down"}});
   auto missing = HealthyFlowsKept().check(st, ctx);
   CHECK_FALSE(missing.passed);
-  CHECK(missing.measured == "the fault recorded no buckets");
-  ctx.faults["down"] = {{"moved_healthy", 0}, {"healthy_buckets", 96}, {"group_shrunk", true}};
+  CHECK(missing.measured == "the fault recorded no flows");
+  ctx.faults["down"] = {{"moved_healthy", 0}, {"healthy_buckets", 96}, {"buckets", 128}, {"moved_flows", 0},
+                        {"healthy_flows", 190}, {"group_shrunk", true}};
   CHECK(HealthyFlowsKept().check(st, ctx).passed);
-  ctx.faults["down"]["moved_healthy"] = 3;
+  // judged by the flows: a stack without buckets is judged the same way
+  ctx.faults["down"]["moved_flows"] = 24;
   auto moved = HealthyFlowsKept().check(st, ctx);
   CHECK_FALSE(moved.passed);
-  CHECK(moved.measured == "3 of 96 healthy buckets moved");
-  ctx.faults["down"] = {{"moved_healthy", 0}, {"healthy_buckets", 96}, {"group_shrunk", false}};
-  CHECK(HealthyFlowsKept().check(st, ctx).message == "the group did not drop the failed NIC");
+  CHECK(moved.measured == "24 of 190 flows on healthy NICs changed NIC (0 of 96 healthy buckets moved)");
+  ctx.faults["down"] = {{"moved_flows", 0}, {"healthy_flows", 190}, {"group_shrunk", true}};
+  CHECK(HealthyFlowsKept().check(st, ctx).passed);
+  CHECK(HealthyFlowsKept().check(st, ctx).measured == "0 of 190 flows on healthy NICs changed NIC (no resilient group)");
+  // no flow seen on a healthy NIC proves nothing
+  ctx.faults["down"]["healthy_flows"] = 0;
+  CHECK_FALSE(HealthyFlowsKept().check(st, ctx).passed);
+  ctx.faults["down"] = {{"moved_flows", 0}, {"healthy_flows", 190}, {"group_shrunk", false}};
+  CHECK(HealthyFlowsKept().check(st, ctx).message == "the switch did not drop the failed NIC");
 }
 
 TEST_CASE("live assertion impairment-loss: the configured share of each side's packets, no more, no less, no fewer packets",

@@ -356,12 +356,20 @@ TEST_CASE("probe figures: a path nothing arrived on was blacked out for the whol
   CHECK(dark["lost"] == 450);
 }
 
-TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over a fake fabric", "[unit]") {
+TEST_CASE("fault nic-down: records the buckets and the flows of healthy NICs that moved, over a fake fabric", "[unit]") {
   FakePhase ph("laptop.xml");
   const std::vector<uint32_t> members = {1000, 1002, 1004, 1006};
   std::vector<uint32_t> buckets;
   for (int i = 0; i < 16; ++i) buckets.push_back(members[static_cast<size_t>(i % 4)]);
   ph.group("h1", 100001, members, buckets);
+  // the switch forwards a flow by its bucket: the flow's port is the
+  // bucket's next hop; the flows enter by the storage server's port
+  std::set<std::string> entered;
+  ph.fake.flow_port = [&](int node, const tb::FlowKey& f) {
+    entered.insert(f.iif + " " + f.src.to_string() + " " + f.dst.to_string());
+    const auto& b = ph.fake.bucket_table[node][100001];
+    return b.empty() ? 0 : static_cast<int>(b[f.sport % b.size()]);
+  };
   // a resilient group: only the failed NIC's buckets move
   ph.on_set_nics = [&](const std::vector<std::string>& hosts, int nic, bool up) {
     CHECK(hosts == std::vector<std::string>{"h1"});
@@ -380,6 +388,10 @@ TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over 
   CHECK(rec["buckets"] == 16);
   CHECK(rec["healthy_buckets"] == 12);
   CHECK(rec["moved_healthy"] == 0);
+  CHECK(rec["flows"] == 256);
+  CHECK(rec["healthy_flows"].get<int>() > 150);
+  CHECK(rec["moved_flows"] == 0);
+  CHECK(entered == std::set<std::string>{"swp9 198.18.128.17 198.19.0.1"});
   CHECK(rec["members_after"] == 3);
   CHECK(ph.marks == std::vector<std::string>{"down"});
   // a group rehashed over the rest: healthy flows move, and it says how many
@@ -392,6 +404,7 @@ TEST_CASE("fault nic-down: records the buckets of healthy NICs that moved, over 
   };
   down.apply(step("fault", "nic-down", {{"host", "h1"}, {"nic", "2"}}), "again", ph);
   CHECK(ph.faults["again"]["moved_healthy"] == 7);  // of the 12 healthy buckets, 7 now name another NIC
+  CHECK(ph.faults["again"]["moved_flows"].get<int>() > 0);  // and the flows in them moved with them
   // the switch never dropped the NIC: no shrink recorded
   ph.group("h1", 100001, members, buckets);
   ph.on_set_nics = nullptr;

@@ -80,6 +80,20 @@ FrrConfig render_frr_config(const Topology& t, int node) {
                                  to_string(n.kind), n.name);
   FrrConfig c;
   c.zebra = head;
+  // bgpd's next hops resolve through a link (/31, /127) or a NIC's host
+  // route (/32, /128) only: when a NIC's port goes down its host route
+  // goes, and the next hop must become unreachable (the path leaves the
+  // group) rather than resolve through the rack block's blackhole, which
+  // the kernel refuses in a multipath group (zebra then keeps the old group)
+  c.zebra += "ip prefix-list NHT-4 seq 5 permit 0.0.0.0/0 ge 31\n";
+  c.zebra += "ipv6 prefix-list NHT-6 seq 5 permit ::/0 ge 127\n";
+  c.zebra += "route-map NHT permit 10\n match ip address prefix-list NHT-4\nexit\n";
+  c.zebra += "route-map NHT permit 20\n match ipv6 address prefix-list NHT-6\nexit\n";
+  c.zebra += "ip nht bgp route-map NHT\nipv6 nht bgp route-map NHT\n";
+  // multipath routes, not kernel nexthop objects: the kernel takes a
+  // nexthop out of its groups when the device goes down, behind zebra's
+  // back, and FRR 8.4 then kept a group of three after the NIC came back
+  c.zebra += "no zebra nexthop kernel enable\n";
   c.staticd = "! " + head.substr(2) + staticd_config(t, node, rack);
 
   std::string& s = c.bgpd;

@@ -156,6 +156,9 @@ Status deploy_switches(DeployContext& ctx) {
         d.argv = frr_argv(daemon, f.frr_dir);
         d.netns = netns;
         d.wave = std::string(daemon) == "zebra" ? kWaveFabric : kWaveFabricAgents;
+        // zebra is ready once its socket is there: a client that finds none
+        // tries again only ten seconds later
+        if (std::string(daemon) == "zebra") d.ready_file = f.frr_dir + "/zserv.api";
         ctx.daemons.push_back(std::move(d));
       }
       if (auto b = bfd::deploy_bfdd(ctx, static_cast<int>(i), f.dir, kWaveFabric); !b) return b.error();

@@ -609,10 +609,13 @@ Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
       while (len >= static_cast<int>(sizeof(rtnexthop)) && rtnh->rtnh_len >= sizeof(rtnexthop) &&
              rtnh->rtnh_len <= len) {
         ++n;
+        if (!(rtnh->rtnh_flags & RTNH_F_DEAD)) e.path_oifs.push_back(rtnh->rtnh_ifindex);
         len -= NLMSG_ALIGN(rtnh->rtnh_len);
         rtnh = reinterpret_cast<rtnexthop*>(reinterpret_cast<char*>(rtnh) + NLMSG_ALIGN(rtnh->rtnh_len));
       }
       e.paths = n;
+    } else if (e.oif) {
+      e.path_oifs.push_back(e.oif);
     }
     out.push_back(std::move(e));
   };
@@ -622,6 +625,38 @@ Result<std::vector<RouteEntry>> Netlink::route_entries(int family) {
   if (auto st = b.header(hdr); !st) return st.error();
   if (auto st = dump_request(sock_.get(), b.get(), b.what(), parse); !st) return st.error();
   return out;
+}
+
+Result<int> Netlink::route_oif(const FlowKey& f) {
+  std::string what = fmt::format("looking up the route of {} -> {} in {}", f.src.to_string(), f.dst.to_string(), ns_);
+  auto iif = ifindex(f.iif);
+  if (!iif) return iif.error();
+  rtmsg hdr{};
+  hdr.rtm_family = static_cast<unsigned char>(f.dst.is_v6() ? AF_INET6 : AF_INET);
+  hdr.rtm_dst_len = f.dst.is_v6() ? 128 : 32;
+  hdr.rtm_src_len = hdr.rtm_dst_len;
+  MsgBuilder b(RTM_GETROUTE, NLM_F_REQUEST, what);
+  if (auto st = b.header(hdr); !st) return st.error();
+  for (auto st : {b.addr(RTA_DST, f.dst), b.addr(RTA_SRC, f.src), b.u32(RTA_IIF, static_cast<uint32_t>(iif.value())),
+                  b.bytes(RTA_IP_PROTO, &f.proto, 1), b.u16(RTA_SPORT, htons(f.sport)),
+                  b.u16(RTA_DPORT, htons(f.dport))})
+    if (!st) return st.error();
+  int oif = 0;
+  auto parse = [&](nlmsghdr* h) {
+    if (h->nlmsg_type != RTM_NEWROUTE) return;
+    nlattr* tb[RTA_MAX + 1] = {};
+    if (nlmsg_parse(h, sizeof(rtmsg), tb, RTA_MAX, nullptr) < 0) return;
+    if (tb[RTA_OIF]) oif = static_cast<int>(nla_get_u32(tb[RTA_OIF]));
+  };
+  auto st = dump_request(sock_.get(), b.get(), what, parse);
+  // no route: the kernel answers ENETUNREACH or EHOSTUNREACH (libnl's
+  // NLE_FAILURE), a blackhole EINVAL (NLE_INVAL): no device
+  if (!st && (st.error().code().value() == NLE_FAILURE || st.error().code().value() == NLE_INVAL)) return 0;
+  if (!st) return st.error();
+  // the answer is not a dump: libnl stops after it, and the ACK it asked
+  // for follows (left unread, the next request would take it as its answer)
+  if (int err = nl_wait_for_ack(sock_.get()); err < 0) return nl_error(err, what);
+  return oif;
 }
 
 Status Netlink::add_nexthop(uint32_t id, int oif, const std::optional<IpAddr>& gateway, bool replace,

@@ -79,6 +79,8 @@ struct Managed {
 };
 
 bool file_says_ready(const std::string& path) {
+  auto ends = [&](const std::string& x) { return path.size() > x.size() && path.compare(path.size() - x.size(), x.size(), x) == 0; };
+  if (ends(".api") || ends(".sock")) return std::filesystem::exists(path);  // a daemon's socket
   try {
     std::ifstream in(path);
     return in && nlohmann::json::parse(in).value("ready", false);

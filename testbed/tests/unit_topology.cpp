@@ -425,7 +425,9 @@ TEST_CASE("a node's sysctls: every namespace the base, forwarders multipath and 
 TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the elements they belong to", "[unit]") {
   std::map<std::string, const OverrideAttr*> by;
   for (const auto& a : override_attrs()) by[a.name] = &a;
-  CHECK(by.size() == 7);
+  CHECK(by.size() == 8);
+  CHECK(override_problem(*by.at("switch-stack"), "frr").empty());
+  CHECK(override_problem(*by.at("switch-stack"), "sonic") == "expected one of gobgp|frr");
   CHECK(override_problem(*by.at("bfd-interval"), "60000").empty());
   CHECK(override_problem(*by.at("bfd-interval"), "60001") == "expected a whole number from 0 to 60000");
   CHECK(override_problem(*by.at("nics"), "2x") == "expected a whole number from 1 to 16");
@@ -445,6 +447,13 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
   CHECK_FALSE(h.job->has4());
   CHECK(t.racks.at(0).sw.hold_time_s == 9);  // what no override names stays
   CHECK(t.racks.at(0).sw.bfd_interval_ms == 0);
+  // a stack set on every rack switch and spine, and a bad one named
+  auto two = load_topology_text(R"(<topology><spine name="s" asn="65000"/><rack name="r"><host name="h"><job/></host></rack>
+    <link a="s" b="r-tor"/></topology>)", "s.xml", {{"switch-stack", "frr"}});
+  for (const auto& n : two.nodes)
+    if (n.kind == NodeKind::rack_switch || n.kind == NodeKind::spine) CHECK(n.stack == SwitchStack::frr);
+  CHECK(load_topology_text(text, "o.xml").nodes.at(0).stack == SwitchStack::gobgp);
+  CHECK_THROWS_AS(load_topology_text(R"(<topology><rack name="r" switch-stack="sonic"><host name="h"><job/></host></rack></topology>)", "b.xml"), InputError);
 }
 
 TEST_CASE("injector: lanes' own, or the user's command; the ones lanes does not deploy yet are named", "[unit]") {

@@ -48,11 +48,16 @@ json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts
     groups.push_back(g);
     members.push_back(std::move(m));
   }
-  std::vector<std::map<std::string, std::vector<uint32_t>>> before;
+  // the resilient groups' buckets (lanes' FIB agent), and the port each
+  // of a set of flows leaves by (any stack: the kernel's own forwarding)
+  std::vector<std::map<std::string, std::vector<uint32_t>>> before, flows_before;
   for (auto& g : groups) {
     auto b = g.buckets(hosts);
     if (!b) throw StepError(b.error().what());
     before.push_back(std::move(b).value());
+    auto fl = g.flow_ports(hosts);
+    if (!fl) throw StepError(fl.error().what());
+    flows_before.push_back(std::move(fl).value());
   }
   auto at = Clock::now();
   fault();
@@ -69,19 +74,33 @@ json watch_groups_shrink(StepContext& ctx, const std::vector<std::string>& hosts
   // the next hops needs
   bool shrunk = ctx.eventually(shrunk_all, limit, milliseconds(hosts.size() == 1 ? 5 : 50));
   double shrunk_ms = std::chrono::duration<double, std::milli>(Clock::now() - at).count();
-  BucketMoves all;
+  BucketMoves all, flows;
   for (size_t f = 0; f < groups.size(); ++f) {
     auto now = groups[f].buckets(hosts);
     if (!now) throw StepError(now.error().what());
+    auto flows_now = groups[f].flow_ports(hosts);
+    if (!flows_now) throw StepError(flows_now.error().what());
     for (const auto& h : hosts) {
       auto m = bucket_moves(before[f][h], now.value()[h]);
       all.buckets += m.buckets;
       all.healthy += m.healthy;
       all.moved_healthy += m.moved_healthy;
+      // a flow is healthy when the port it left by before is still used
+      auto fm = bucket_moves(flows_before[f][h], flows_now.value()[h]);
+      flows.buckets += fm.buckets;
+      flows.healthy += fm.healthy;
+      flows.moved_healthy += fm.moved_healthy;
     }
   }
-  json rec = {{"groups", hosts.size() * groups.size()}, {"buckets", all.buckets}, {"healthy_buckets", all.healthy},
-              {"moved_healthy", all.moved_healthy},     {"group_shrunk", shrunk}, {"applied_ms", applied_ms}};
+  json rec = {{"groups", hosts.size() * groups.size()},
+              {"buckets", all.buckets},
+              {"healthy_buckets", all.healthy},
+              {"moved_healthy", all.moved_healthy},
+              {"flows", flows.buckets},
+              {"healthy_flows", flows.healthy},
+              {"moved_flows", flows.moved_healthy},
+              {"group_shrunk", shrunk},
+              {"applied_ms", applied_ms}};
   if (shrunk) rec["shrunk_ms"] = shrunk_ms;
   if (hosts.size() == 1) rec["members_after"] = groups[0].members(hosts)[hosts[0]].size();
   return rec;

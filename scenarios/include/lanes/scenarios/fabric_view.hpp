@@ -39,6 +39,8 @@ class FabricView {
   virtual testbed::Result<std::vector<SessionCounts>> sessions(int node) = 0;
   // NODE's neighbour entries (ARP and ND), or, JOB, those of its job container's
   virtual testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) = 0;
+  // the device NODE's kernel forwards each of FLOWS out of (0: no route)
+  virtual testbed::Result<std::vector<int>> flow_oifs(int node, const std::vector<testbed::FlowKey>& flows) = 0;
 };
 
 class LiveFabric : public FabricView {
@@ -50,6 +52,7 @@ class LiveFabric : public FabricView {
   testbed::Result<std::vector<switches::BgpRoute>> rib(int node, int family, const std::string& prefix) override;
   testbed::Result<std::vector<SessionCounts>> sessions(int node) override;
   testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) override;
+  testbed::Result<std::vector<int>> flow_oifs(int node, const std::vector<testbed::FlowKey>& flows) override;
 
  private:
   switches::SpeakerRef speaker(int node);
@@ -70,8 +73,17 @@ class TaskGroups {
   int family_of(const std::string& host) const;
   // HOST → its group id at its switch (0: no route, or one without a group)
   testbed::Result<std::map<std::string, uint32_t>> ids(const std::vector<std::string>& hosts);
-  // HOST → its group's members; a dump that fails counts as no members
+  // HOST → its group's members (a multipath route's without a group: the
+  // devices of its live paths); a dump that fails counts as no members
   std::map<std::string, std::vector<uint32_t>> members(const std::vector<std::string>& hosts);
+  // HOST → the switch port each of FLOWS flows towards its task IP leaves
+  // by, as the switch's kernel forwards them, whatever programmed it (a
+  // resilient group, a multipath route): the flows enter where traffic
+  // for the host comes from outside its rack's host ports (a server's
+  // port, else the uplink, else another host's port), with ports spread
+  // as a workload's connections are
+  testbed::Result<std::map<std::string, std::vector<uint32_t>>> flow_ports(const std::vector<std::string>& hosts,
+                                                                         int flows = 256);
   // HOST → its group's buckets (nexthop id per bucket)
   testbed::Result<std::map<std::string, std::vector<uint32_t>>> buckets(const std::vector<std::string>& hosts);
   bool all_have(const std::vector<std::string>& hosts, size_t count);

@@ -82,10 +82,12 @@ struct Scenario {
 };
 
 // Loads PATH: a <scenario> gives one, a <suite> the scenarios it includes
-// (paths relative to the suite file). Throws testbed::InputError.
-std::vector<Scenario> load_scenarios(const std::string& path);
+// (paths relative to the suite file). SET: overrides over every phase's
+// own (lanes run --set switch-stack=frr). Throws testbed::InputError.
+std::vector<Scenario> load_scenarios(const std::string& path, const Overrides& set = {});
 // Same from text; FILE names it in messages and anchors relative paths.
-std::vector<Scenario> load_scenarios_text(const std::string& text, const std::string& file);
+std::vector<Scenario> load_scenarios_text(const std::string& text, const std::string& file,
+                                          const Overrides& set = {});
 
 using testbed::parse_duration;  // "1.5s", "250ms", "2m", "3" (seconds)
 // "600M", "64K", "2G", "1000" (bytes; K/M/G are powers of 1000, Ki/Mi/Gi of 1024).

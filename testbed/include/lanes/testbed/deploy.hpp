@@ -27,7 +27,8 @@ struct DaemonRequest {
   std::string name;                 // "host-agent", "vip-injector", ...
   std::vector<std::string> argv;
   std::string netns;                // namespace to run in
-  std::string ready_file;           // ready once this JSON file says "ready": true ("" = at once)
+  std::string ready_file;           // ready once this JSON file says "ready": true ("" = at once),
+                                    // or, a path ending in ".api" or ".sock", once that socket exists
   int wave = kWaveHosts;
   std::vector<std::pair<std::string, std::string>> env;  // added to lanes' environment
   std::string log;                  // "" = <run>/logs/<node>-<name>.log

@@ -139,6 +139,17 @@ struct RouteEntry {
   int oif = 0;
   std::string gateway;
   int paths = 0;    // next hops of a multipath route (1 for a plain one)
+  std::vector<int> path_oifs;  // the devices of its live next hops (none marked dead)
+};
+
+// One flow as a router's forwarding sees it: it enters on device IIF
+// (a name in the namespace asked), from SRC to DST, protocol PROTO with
+// the ports SPORT and DPORT.
+struct FlowKey {
+  std::string iif;
+  IpAddr src, dst;
+  uint8_t proto = 6;  // IPPROTO_TCP
+  uint16_t sport = 0, dport = 0;
 };
 
 inline constexpr int kProtoBgp = 186;  // RTPROT_BGP
@@ -197,6 +208,10 @@ class Netlink {
   Status add_rule(const Rule& r);
   Status delete_route(const Route& r);
   Result<std::vector<RouteEntry>> route_entries(int family);
+  // The device the kernel forwards FLOW out of (its multipath hash and
+  // resilient buckets included: RTM_GETROUTE builds a packet of the flow
+  // and routes it as input on the flow's device); 0 when it has no route.
+  Result<int> route_oif(const FlowKey& flow);
 
   // A nexthop object on OIF, through GATEWAY (none: a device nexthop).
   // ONLINK: the gateway is the link's peer, whatever the routes say (an
