@@ -97,7 +97,7 @@ const std::vector<Command> kBuiltins = {
     {"clean", "[--all] [--dry-run]", "remove what dead runs left behind", cmd_clean},
     {"graph", "FILE [--format dot|mermaid]", "draw a topology as Graphviz DOT or Mermaid", cmd_graph},
     {"features", "[--json]", "show the kernel features lanes detected", cmd_features},
-    {"switch-config", "FILE NODE [--agent]", "print the gobgpd or FIB agent config of a switch", cmd_switch_config},
+    {"switch-config", "FILE NODE [--agent]", "print the config lanes renders for a switch (gobgpd, FIB agent, or FRR)", cmd_switch_config},
     {"supervise", "RUN --state-dir DIR [--owner PID:START]", "(internal) keep a run's daemons alive",
      cmd_supervise},
     {"keep-world", "--ready-fd FD", "(internal) hold an ordinary user's namespaces while runs live in them",

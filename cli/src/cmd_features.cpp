@@ -43,10 +43,13 @@ nlohmann::json components() {
   auto c = [](const std::string& path, bool deploys, const char* note = "") {
     return nlohmann::json{{"installed", !path.empty()}, {"path", path}, {"lanes_deploys", deploys}, {"note", note}};
   };
-  std::string bgpd = program_path("bgpd", {"/usr/lib/frr"}), zebra = program_path("zebra", {"/usr/lib/frr"});
+  std::string bgpd = program_path("bgpd", {"/usr/lib/frr"}), zebra = program_path("zebra", {"/usr/lib/frr"}),
+              staticd = program_path("staticd", {"/usr/lib/frr"});
+  bool frr = !bgpd.empty() && !zebra.empty() && !staticd.empty();
   return {{"switch_stacks",
            {{"gobgp", c(program_path("gobgpd"), true)},
-            {"frr", c(bgpd.empty() || zebra.empty() ? "" : bgpd, false, "interop tests run its bgpd against lanes")}}},
+            {"frr", c(frr ? bgpd : "", true,
+                      "zebra, staticd, bgpd: <rack switch-stack=\"frr\">, or lanes run --set switch-stack=frr")}}},
           {"injectors",
            {{"lanes", c(program_path("lanes-vip-injector", {self_dir()}), true)},
             {"exabgp", c(program_path("exabgp"), false)},

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "lanes/testbed/topology_loader.hpp"
+#include "lanes/switches/frr.hpp"
 #include "lanes/switches/switch_config.hpp"
 
 namespace po = boost::program_options;
@@ -24,8 +25,9 @@ int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<
   pos.add("file", 1).add("node", 1);
   po::variables_map vm;
   if (!parse(args, cmd_named("switch-config"), desc, pos, vm, out,
-             "Prints the gobgpd TOML (or, with --agent, the FIB agent's JSON) that lanes renders\n"
-             "for NODE. Nothing is started."))
+             "Prints the configuration lanes renders for NODE: gobgpd's TOML (with --agent, the\n"
+             "FIB agent's JSON), or, on a switch whose stack is frr, zebra's, staticd's and bgpd's\n"
+             "configurations one after another. Nothing is started."))
     return kExitOk;
   auto t = load_topology(file);
   int n = t.find_node(node);
@@ -33,8 +35,17 @@ int cmd_switch_config([[maybe_unused]] const CliContext& cli, const std::vector<
     err << "lanes switch-config: '" << node << "' is not a rack switch or spine of " << file << "\n";
     return kExitBadInput;
   }
-  if (vm.count("agent"))
+  if (t.nodes[n].stack == testbed::SwitchStack::frr) {
+    if (vm.count("agent")) {
+      err << "lanes switch-config: " << node << " runs FRR (switch-stack=\"frr\"): zebra programs its kernel, "
+          << "there is no FIB agent\n";
+      return kExitBadInput;
+    }
+    auto c = render_frr_config(t, n);
+    out << "! ---- zebra.conf\n" << c.zebra << "! ---- staticd.conf\n" << c.staticd << "! ---- bgpd.conf\n" << c.bgpd;
+  } else if (vm.count("agent")) {
     out << render_agent_config(t, n).to_json().dump(2) << "\n";
+  }
   else
     out << render_gobgp_config(t, n);
   return kExitOk;

@@ -210,6 +210,10 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
   auto installed = [](const std::string& prog) { return run_command("command -v " + prog).status == 0; };
   CHECK(c["switch_stacks"]["gobgp"]["installed"].get<bool>() == installed("gobgpd"));
   CHECK(c["switch_stacks"]["gobgp"]["lanes_deploys"] == true);
+  bool frr = ::access("/usr/lib/frr/bgpd", X_OK) == 0 && ::access("/usr/lib/frr/zebra", X_OK) == 0 &&
+             ::access("/usr/lib/frr/staticd", X_OK) == 0;
+  CHECK(c["switch_stacks"]["frr"]["installed"].get<bool>() == frr);
+  CHECK(c["switch_stacks"]["frr"]["lanes_deploys"] == true);
   CHECK(c["injectors"]["exabgp"]["installed"].get<bool>() == installed("exabgp"));
   CHECK(c["injectors"]["bird"]["installed"].get<bool>() == installed("bird"));
   CHECK(c["injectors"]["lanes"]["installed"] == true);  // beside lanes

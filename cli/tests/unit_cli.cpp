@@ -105,3 +105,23 @@ TEST_CASE("graph output draws every node and link", "[unit]") {
   CHECK(mm.find("n_spine1 --- n_r1_tor") != std::string::npos);
   CHECK(mm.find("n_r2_tor ---|\"4 x 500mbit\"| n_r2h2") != std::string::npos);
 }
+
+TEST_CASE("lanes switch-config prints FRR's three configurations for an frr switch and refuses --agent there",
+          "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-frr-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string file = (dir / "frr.xml").string();
+  std::ofstream(file) << R"(<topology><spine name="s"/><rack name="r" switch-stack="frr"><host name="h"/></rack>
+<rack name="q"><host name="g"/></rack><link a="s" b="r-tor"/><link a="s" b="q-tor"/></topology>)";
+  auto r = run_command(lanes_bin() + " switch-config " + file + " r-tor");
+  CHECK(r.status == 0);
+  for (const char* part : {"! ---- zebra.conf", "! ---- staticd.conf", "! ---- bgpd.conf", "router bgp "})
+    CHECK(r.out.find(part) != std::string::npos);
+  auto agent = run_command(lanes_bin() + " switch-config " + file + " r-tor --agent");
+  CHECK(agent.status == 2);
+  CHECK(agent.out.find("runs FRR") != std::string::npos);
+  auto gobgp = run_command(lanes_bin() + " switch-config " + file + " q-tor");
+  CHECK(gobgp.status == 0);
+  CHECK(gobgp.out.find("[global.config]") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

@@ -103,6 +103,13 @@ FrrConfig render_frr_config(const Topology& t, int node) {
   // lanes' policies are explicit; every address family is activated by name
   s += " no bgp ebgp-requires-policy\n no bgp default ipv4-unicast\n";
   s += " bgp bestpath as-path multipath-relax\n";
+  // the rack's blocks are announced unconditionally, as GoBGP does: their
+  // blackholes are in zebra, but the NHT filter above (next hops only
+  // through links and NIC host routes) hides them from bgpd's import check
+  s += " no bgp network import-check\n";
+  // bgpd killed: zebra keeps its routes as stale until it is back and has
+  // installed them again, so the kernel forwards throughout
+  s += " bgp graceful-restart\n";
   uint32_t hold = rack ? rack->sw.hold_time_s : 9;
   // IPv6 rides the fabric's IPv4 sessions; GoBGP gives such routes the
   // IPv4-mapped next hop (::ffff:a.b.c.d), which zebra cannot resolve: the

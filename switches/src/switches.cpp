@@ -54,11 +54,16 @@ Status write_file(const std::string& path, const std::string& text) {
 // crash-log directory per process in /var/tmp/frr, left behind when the
 // process is killed, and this way it stays in the run's directory.
 std::vector<std::string> frr_argv(const std::string& daemon, const std::string& frr_dir) {
-  return {"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+  std::vector<std::string> argv = {"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
           "mount --bind \"$0\" /var/tmp && exec \"$@\"", frr_dir + "/tmp", std::string(kFrrBin) + "/" + daemon,
           "-f", frr_dir + "/" + daemon + ".conf", "-i", frr_dir + "/" + daemon + ".pid", "-z",
           frr_dir + "/zserv.api", "--vty_socket", frr_dir, "-u", kFrrUser, "-g", kFrrUser, "-P", "0", "--log",
           "stdout", "--log-level", "informational"};
+  // a restarted zebra keeps the routes it finds in the kernel for a minute
+  // instead of sweeping them at once: bgpd installs them again meanwhile,
+  // and forwarding never stops (as lanes' FIB agent adopts its groups)
+  if (daemon == "zebra") argv.insert(argv.end(), {"-K", "60"});
+  return argv;
 }
 
 // FRR's three configurations of switch NODE, in a directory its daemons'

@@ -14,7 +14,8 @@ const char* KillDaemon::type() const { return "kill"; }
 
 const Attrs& KillDaemon::attrs() const {
   static const Attrs a = {{"node", Kind::node, true},
-                          {"daemon", Kind::choice, true, "gobgpd|fib-agent|vip-injector|host-agent|bfdd"},
+                          {"daemon", Kind::choice, true,
+                           "switch-bgp|switch-fib|gobgpd|fib-agent|bgpd|zebra|staticd|vip-injector|host-agent|bfdd"},
                           {"mark", Kind::name}};
   return a;
 }
@@ -42,8 +43,19 @@ void kill_and_await_restart(StepContext& ctx, const std::string& n, const std::s
   if (!back) throw StepError(fmt::format("{} on {} was not restarted", d, n));
 }
 
+// switch-bgp and switch-fib name a switch's BGP speaker and what programs
+// its kernel, whatever its stack: gobgpd and the FIB agent, or FRR's bgpd
+// and zebra; a scenario that kills them judges either
+std::string switch_daemon(const testbed::Topology& t, const std::string& node, const std::string& d) {
+  int i = t.find_node(node);
+  bool frr = i >= 0 && t.nodes[static_cast<size_t>(i)].stack == testbed::SwitchStack::frr;
+  if (d == "switch-bgp") return frr ? "bgpd" : "gobgpd";
+  if (d == "switch-fib") return frr ? "zebra" : "fib-agent";
+  return d;
+}
+
 void KillDaemon::apply(const Step& st, const std::string& label, StepContext& ctx) const {
-  kill_and_await_restart(ctx, st.str("node"), st.str("daemon"), label);
+  kill_and_await_restart(ctx, st.str("node"), switch_daemon(ctx.topo(), st.str("node"), st.str("daemon")), label);
 }
 
 }  // namespace lanes::scenarios
