@@ -17,7 +17,7 @@ AgentConfig AgentConfig::from_json(const nlohmann::json& j) {
   c.api = j.value("api", c.api);
   if (j.contains("resilient")) {
     c.resilient.buckets = j["resilient"].value("buckets", uint16_t{128});
-    c.resilient.idle_timer_s = j["resilient"].value("idle_timer_s", uint32_t{120});
+    c.resilient.idle_timer_s = j["resilient"].value("idle_timer_s", uint32_t{1});
     c.resilient.unbalanced_timer_s = j["resilient"].value("unbalanced_timer_s", uint32_t{0});
   }
   c.originate = j.value("originate", std::vector<std::string>{});
@@ -238,6 +238,7 @@ void FibAgent::apply(const std::string& prefix) {
       return;
     }
     ++ops_;
+    rejoins_.erase(prefix);  // members changed again: equal weights end any weighted phase
     auto st = k_.set_group(it->second.group, members, cfg_.resilient, /*replace=*/true);
     if (st) {
       it->second.ports = usable;
@@ -284,8 +285,12 @@ std::vector<std::pair<uint32_t, uint16_t>> FibAgent::weighted(const std::set<int
 // comes with it (testbed/rejoin.hpp).
 bool FibAgent::pull_flows(const std::string& prefix, const Installed& inst, const std::set<int>& usable, bool v6) {
   // a bucket's idle time counts from its group's last change: only a group
-  // left alone for a while tells busy buckets from fresh ones
-  if (cfg_.resilient.unbalanced_timer_s == 0 || now_() - inst.changed < kBusyWindow) return false;
+  // left alone for one idle timer tells busy buckets from fresh ones; and
+  // without an idle timer the kernel moves buckets at once, blind to flows
+  const auto& rs = cfg_.resilient;
+  if (rs.unbalanced_timer_s == 0 || rs.idle_timer_s == 0 ||
+      now_() - inst.changed < std::chrono::seconds(rs.idle_timer_s))
+    return false;
   std::set<int> back;
   for (int p : usable)
     if (!inst.ports.count(p)) back.insert(p);
@@ -294,41 +299,63 @@ bool FibAgent::pull_flows(const std::string& prefix, const Installed& inst, cons
   if (back.empty() || back.size() == usable.size()) return false;
   auto b = k_.buckets(inst.group);
   if (!b) return false;
-  uint16_t weight = rejoin_weight(b.value(), usable.size(), back.size());
+  uint16_t weight = rejoin_weight(b.value(), usable.size(), back.size(), uint64_t{rs.idle_timer_s} * 100);
   if (weight <= 1) return false;
   ++ops_;
   if (auto st = k_.set_group(inst.group, weighted(usable, v6, back, weight), cfg_.resilient, /*replace=*/true); !st) {
     note(st.error());
     return false;
   }
-  rejoins_[prefix] = now_() + rejoin_phase(cfg_.resilient.unbalanced_timer_s);
-  log::info("{}: {} has {} next hop(s) back: weight {} for one unbalanced timer", cfg_.node, prefix, back.size(),
-            weight);
+  auto now = now_();
+  rejoins_[prefix] = {now, now + rejoin_phase(rs.unbalanced_timer_s), now + rejoin_limit(rs.unbalanced_timer_s), back,
+                      weight};
+  log::info("{}: {} has {} next hop(s) back: weight {} until the busy buckets they lack have moved", cfg_.node,
+            prefix, back.size(), weight);
   return true;
 }
 
 void FibAgent::tick(std::chrono::steady_clock::time_point now) {
   for (auto it = rejoins_.begin(); it != rejoins_.end();) {
-    if (it->second > now) {
+    auto& r = it->second;
+    if (r.due > now) {
       ++it;
       continue;
     }
     auto inst = installed_.find(it->first);
-    if (inst != installed_.end()) {
-      ++ops_;
-      if (auto st = k_.set_group(inst->second.group, weighted(inst->second.ports, is_v6(it->first)), cfg_.resilient,
-                                 /*replace=*/true);
-          !st)
-        note(st.error());
+    if (inst == installed_.end()) {
+      it = rejoins_.erase(it);
+      continue;
     }
+    bool v6 = is_v6(it->first);
+    const auto& ports = inst->second.ports;
+    if (now < r.limit) {
+      std::vector<uint32_t> others;
+      for (int p : ports)
+        if (!r.back.count(p)) others.push_back(nexthop_id(p, v6));
+      auto b = k_.buckets(inst->second.group);
+      if (b && !rejoin_settled(b.value(), others, ports.size(), r.back.size(), r.weight)) {
+        r.due = now + kRejoinRecheck;  // the kernel has not forced the busy buckets over yet
+        ++it;
+        continue;
+      }
+    } else {
+      log::info("{}: {}: the kernel did not settle the weighted group within {} ms; evening the weights anyway",
+                cfg_.node, it->first, std::chrono::duration_cast<std::chrono::milliseconds>(now - r.started).count());
+    }
+    ++ops_;
+    if (auto st = k_.set_group(inst->second.group, weighted(ports, v6), cfg_.resilient, /*replace=*/true); !st)
+      note(st.error());
+    else
+      log::info("{}: {}: weights even again after {} ms", cfg_.node, it->first,
+                std::chrono::duration_cast<std::chrono::milliseconds>(now - r.started).count());
     it = rejoins_.erase(it);
   }
 }
 
 std::optional<std::chrono::steady_clock::time_point> FibAgent::next_deadline() const {
   std::optional<std::chrono::steady_clock::time_point> next;
-  for (const auto& [prefix, due] : rejoins_)
-    if (!next || due < *next) next = due;
+  for (const auto& [prefix, r] : rejoins_)
+    if (!next || r.due < *next) next = r.due;
   return next;
 }
 

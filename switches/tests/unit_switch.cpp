@@ -257,10 +257,24 @@ TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop,
     if (m != back) CHECK(w == 1);
   auto due = a.next_deadline();
   REQUIRE(due);
-  CHECK(*due - before >= std::chrono::seconds(1));
+  CHECK(*due - before >= std::chrono::milliseconds(1500));  // unbalanced timer and the kernel's upkeep interval
   a.tick(*due - std::chrono::milliseconds(1));
   CHECK(k.weights[g][back] == 13);  // not yet
+  // the kernel has handed over the idle buckets but not yet forced the busy
+  // ones: the others hold 10 each, more than the 8 they want
+  auto held = [&](std::vector<std::pair<uint32_t, size_t>> counts) {
+    std::vector<BucketInfo> t;
+    for (auto [nh, n] : counts) t.insert(t.end(), n, BucketInfo{nh, 0});
+    k.bucket_activity[g] = t;
+  };
+  held({{1000, 10}, {1002, 10}, {back, 98}, {1006, 10}});
   a.tick(*due);
+  CHECK(k.weights[g][back] == 13);  // waits on
+  auto again = a.next_deadline();
+  REQUIRE(again);
+  CHECK(*again - *due == kRejoinRecheck);
+  held({{1000, 8}, {1002, 8}, {back, 104}, {1006, 8}});
+  a.tick(*again);
   CHECK(k.weights[g][back] == 1);
   CHECK_FALSE(a.next_deadline());
   CHECK(a.members("198.19.0.1/32").size() == 4);
@@ -274,6 +288,22 @@ TEST_CASE("FIB agent pulls a share of the busy buckets onto a returned next hop,
   (void)a.link_changed("swp3", true);
   CHECK(k.weights[g][back] == 1);
   CHECK_FALSE(a.next_deadline());
+
+  // a kernel that never settles: the weights go back to even at the limit
+  k.lose_carrier(swp3);
+  (void)a.link_changed("swp3", false);
+  clock += std::chrono::seconds(10);
+  for (size_t i = 0; i < k.bucket_activity[g].size(); ++i)
+    k.bucket_activity[g][i] = {k.groups[g][i % 3], i % 4 == 0 ? 0u : 500u};
+  k.down.erase(swp3);
+  before = clock;
+  (void)a.link_changed("swp3", true);
+  REQUIRE(k.weights[g][back] == 13);
+  while (auto d = a.next_deadline()) {
+    REQUIRE(*d - before <= std::chrono::seconds(7));
+    a.tick(*d);
+  }
+  CHECK(k.weights[g][back] == 1);
 }
 
 TEST_CASE("holds_share: a returned member holds its even share of the buckets, one short allowed", "[unit]") {
@@ -311,12 +341,17 @@ TEST_CASE("rejoin_weight: a returned member's weight is its share of the busy bu
     for (size_t i = 0; i < busy; ++i) b[i].idle_cs = 0;
     return b;
   };
-  CHECK(rejoin_weight(buckets(128, 32), 4, 1) == 13);  // others want 128 / 16 = 8: a quarter of 32
-  CHECK(rejoin_weight(buckets(128, 32), 4, 2) == 7);   // others want 128 / 16 = 8 again
-  CHECK(rejoin_weight(buckets(64, 16), 4, 1) == 13);
-  CHECK(rejoin_weight(buckets(128, 128), 4, 1) == 1);  // every bucket busy: the kernel moves busy ones anyway
-  CHECK(rejoin_weight(buckets(128, 0), 4, 1) == 1);    // nothing to move
-  CHECK(rejoin_weight(buckets(128, 32), 4, 4) == 1);   // all returning: nothing to take from
-  CHECK(rejoin_weight(buckets(128, 1), 16, 1) == 255); // bounded by the kernel's weights
-  CHECK(rejoin_weight({}, 4, 1) == 1);
+  CHECK(rejoin_weight(buckets(128, 32), 4, 1, 100) == 13);  // others want 128 / 16 = 8: a quarter of 32
+  CHECK(rejoin_weight(buckets(128, 32), 4, 2, 100) == 7);   // others want 128 / 16 = 8 again
+  CHECK(rejoin_weight(buckets(64, 16), 4, 1, 100) == 13);
+  CHECK(rejoin_weight(buckets(128, 128), 4, 1, 100) == 1);  // every bucket busy: the kernel moves busy ones anyway
+  CHECK(rejoin_weight(buckets(128, 0), 4, 1, 100) == 1);    // nothing to move
+  CHECK(rejoin_weight(buckets(128, 32), 4, 4, 100) == 1);   // all returning: nothing to take from
+  CHECK(rejoin_weight(buckets(128, 1), 16, 1, 100) == 255); // bounded by the kernel's weights
+  CHECK(rejoin_weight({}, 4, 1, 100) == 1);
+  // busy by the kernel's own idle timer: idle for 5 s is busy under a
+  // 120 s timer, and with every bucket busy the weights would only scatter
+  CHECK(rejoin_weight(buckets(128, 32), 4, 1, 12000) == 1);
+  CHECK(rejoin_weight(buckets(128, 32), 4, 1, 600) == 1);
+  CHECK(rejoin_weight(buckets(128, 32), 4, 1, 500) == 13);
 }

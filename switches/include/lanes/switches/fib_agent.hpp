@@ -175,7 +175,13 @@ class FibAgent {
 
   std::function<std::chrono::steady_clock::time_point()> now_ = [] { return std::chrono::steady_clock::now(); };
   // prefix → when its rejoin's weighted phase ends
-  std::map<std::string, std::chrono::steady_clock::time_point> rejoins_;
+  // a weighted phase under way (testbed/rejoin.hpp), per prefix
+  struct Rejoin {
+    std::chrono::steady_clock::time_point started, due, limit;
+    std::set<int> back;  // the returned ports
+    uint16_t weight = 1;
+  };
+  std::map<std::string, Rejoin> rejoins_;
   AgentConfig cfg_;
   KernelFib& k_;
   std::vector<int> oif_;            // per port

@@ -115,7 +115,7 @@ struct Node {
 // The rack switch's BGP and FIB settings (attributes of <rack>).
 struct SwitchParams {
   uint16_t buckets = 128;        // resilient group size per task IP
-  uint32_t idle_timer_s = 120;   // resilient group idle timer
+  uint32_t idle_timer_s = 1;     // resilient group idle timer
   // a group left unbalanced this long (a next hop came back) moves busy
   // buckets onto the returned member too; 0 = only idle buckets move
   uint32_t unbalanced_timer_s = 1;

@@ -156,7 +156,7 @@ inline constexpr int kProtoBgp = 186;  // RTPROT_BGP
 
 struct ResilientParams {
   uint16_t buckets = 128;
-  uint32_t idle_timer_s = 120;
+  uint32_t idle_timer_s = 1;
   uint32_t unbalanced_timer_s = 0;
   bool operator==(const ResilientParams&) const = default;
 };
