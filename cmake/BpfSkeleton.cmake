@@ -41,3 +41,29 @@ function(lanes_bpf_skeleton name)
   target_include_directories(${name}_skel SYSTEM INTERFACE "${outdir}")
   target_link_libraries(${name}_skel INTERFACE PkgConfig::LIBBPF)
 endfunction()
+
+# lanes_bpf_object(NAME SOURCE foo.bpf.c OUTPUT_DIR dir [HEADERS dir...])
+#
+# Compiles foo.bpf.c into OUTPUT_DIR/foo.bpf.o as a user would build an
+# egress program of their own (no skeleton): tests load such objects with
+# <job program="...">. Defines the target NAME that builds it.
+function(lanes_bpf_object name)
+  cmake_parse_arguments(ARG "" "SOURCE;OUTPUT_DIR" "HEADERS" ${ARGN})
+  get_filename_component(src "${ARG_SOURCE}" ABSOLUTE)
+  get_filename_component(stem "${src}" NAME_WE)
+  set(obj "${ARG_OUTPUT_DIR}/${stem}.bpf.o")
+  execute_process(COMMAND uname -m OUTPUT_VARIABLE arch OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(includes -I/usr/include/${arch}-linux-gnu)
+  foreach(h ${ARG_HEADERS})
+    list(APPEND includes -I${h})
+  endforeach()
+  add_custom_command(
+    OUTPUT "${obj}"
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${ARG_OUTPUT_DIR}"
+    COMMAND ${LANES_CLANG} -O2 -g -Wall -Werror -target bpf ${includes} -c "${src}" -o "${obj}"
+    DEPENDS "${src}"
+    IMPLICIT_DEPENDS C "${src}"
+    COMMENT "BPF ${stem}.bpf.c (a user's program)"
+    VERBATIM)
+  add_custom_target(${name} DEPENDS "${obj}")
+endfunction()

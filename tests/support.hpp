@@ -1,4 +1,7 @@
 #pragma once
+#include <iterator>
+#include <algorithm>
+#include <fstream>
 // Helpers shared by lanes' tests.
 
 #include <unistd.h>
@@ -101,5 +104,23 @@ struct DownAtEnd {
 inline std::string source_dir() { return LANES_SOURCE_DIR; }
 inline std::string lanes_bin() { return LANES_BIN; }
 inline std::string topology(const std::string& name) { return source_dir() + "/topologies/" + name; }
+
+// A rendering compared byte for byte with the checked-in golden file
+// (tests/golden/NAME); LANES_UPDATE_GOLDEN=1 writes it instead, for review.
+inline std::string golden_mismatch(const std::string& name, const std::string& text) {
+  std::string path = source_dir() + "/tests/golden/" + name;
+  if (const char* u = std::getenv("LANES_UPDATE_GOLDEN"); u && std::string(u) == "1") {
+    std::ofstream(path, std::ios::trunc) << text;
+    return "";
+  }
+  std::ifstream in(path);
+  if (!in) return path + " is missing (LANES_UPDATE_GOLDEN=1 writes it)";
+  std::string want((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (want == text) return "";
+  size_t at = 0;
+  while (at < want.size() && at < text.size() && want[at] == text[at]) ++at;
+  size_t line = static_cast<size_t>(std::count(want.begin(), want.begin() + static_cast<long>(at), '\n')) + 1;
+  return path + ": differs from line " + std::to_string(line) + " on";
+}
 
 }  // namespace lanes::test

@@ -52,12 +52,15 @@ nlohmann::json components() {
                       "zebra, staticd, bgpd: <rack switch-stack=\"frr\">, or lanes run --set switch-stack=frr")}}},
           {"injectors",
            {{"lanes", c(program_path("lanes-vip-injector", {self_dir()}), true)},
-            {"exabgp", c(program_path("exabgp"), false)},
-            {"bird", c(program_path("bird"), false, "interop tests run it against lanes' switch")},
+            {"exabgp", c(program_path("exabgp"), true, "<job injector=\"exabgp\">: per NIC or ADD-PATH")},
+            {"bird", c(program_path("bird"), true, "<job injector=\"bird\">: per NIC")},
             {"exec", c(program_path("sh"), true, "your own program: <job injector=\"exec\" injector-cmd=...>")}}},
           {"egress_programs",
            {{"lanes", c(program_path("lanes-host-agent", {self_dir()}), true)},  // its skeleton is built in
-            {"yours", c("", false)}}},
+            {"yours", {{"installed", true},
+                       {"path", ""},
+                       {"lanes_deploys", true},
+                       {"note", "<job egress=\"bpf\" program=\"FILE.bpf.o\">, built against hostnet_abi.h"}}}}},
           {"workloads_and_faults",
            {{"exec", c(program_path("sh"), true, "your own command: <workload type=\"exec\">, <fault type=\"exec\">")}}}};
 }
@@ -95,10 +98,11 @@ int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::
   for (const char* group : {"switch_stacks", "injectors", "egress_programs", "workloads_and_faults"}) {
     std::string line;
     for (const auto& [name, c] : comp.at(group).items()) {
-      std::string state = c.at("lanes_deploys").get<bool>() ? "yes"
-                          : name == "yours"                 ? "not loadable yet"
-                          : c.at("installed").get<bool>()   ? "installed, not deployed by lanes yet"
-                                                            : "not installed, not deployed by lanes yet";
+      bool deploys = c.at("lanes_deploys").get<bool>(), installed = c.at("installed").get<bool>();
+      std::string state = deploys && installed ? "yes"
+                          : deploys            ? "not installed (scripts/setup installs it)"
+                          : installed          ? "installed, not deployed by lanes yet"
+                                               : "not installed, not deployed by lanes yet";
       line += fmt::format("{}{}: {}", line.empty() ? "" : "; ", name, state);
     }
     out << fmt::format("  {:<22}{}\n", group, line);

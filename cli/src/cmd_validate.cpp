@@ -7,6 +7,7 @@
 #include <pugixml.hpp>
 #include <iostream>
 
+#include "lanes/hostnet/datapath.hpp"
 #include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/limits.hpp"
 #include "lanes/testbed/topology_loader.hpp"
@@ -46,6 +47,17 @@ int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::
         continue;
       }
       Topology t = load_topology(f);
+      // a user's egress program is read (not loaded) against lanes' ABI
+      std::string bad_program;
+      for (const auto& n : t.nodes)
+        if (n.job && !n.job->egress_program.empty() && bad_program.empty())
+          if (auto st = hostnet::check_egress_program(n.job->egress_program); !st)
+            bad_program = f + ": " + n.name + "'s egress program: " + testbed::message_of(st.error());
+      if (!bad_program.empty()) {
+        err << bad_program << "\n";
+        rc = kExitBadInput;
+        continue;
+      }
       out << f << ": ok, " << summary_of(t) << "\n";
       const MachineLimits limits = read_machine_limits();
       for (const auto& w : footprint_warnings(estimate_footprint(t), limits))

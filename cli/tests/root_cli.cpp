@@ -216,6 +216,9 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
   CHECK(c["switch_stacks"]["frr"]["lanes_deploys"] == true);
   CHECK(c["injectors"]["exabgp"]["installed"].get<bool>() == installed("exabgp"));
   CHECK(c["injectors"]["bird"]["installed"].get<bool>() == installed("bird"));
+  CHECK(c["injectors"]["exabgp"]["lanes_deploys"] == true);
+  CHECK(c["injectors"]["bird"]["lanes_deploys"] == true);
+  CHECK(c["egress_programs"]["yours"]["lanes_deploys"] == true);
   CHECK(c["injectors"]["lanes"]["installed"] == true);  // beside lanes
   CHECK(c["workloads_and_faults"]["exec"]["lanes_deploys"] == true);
   CHECK(c["injectors"]["exec"]["lanes_deploys"] == true);

@@ -22,6 +22,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "hostnet_abi.h"
+#include "hostnet_maps.h"
 
 #define AF_INET 2
 #define AF_INET6 10
@@ -37,22 +38,8 @@ struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);
   __uint(max_entries, LANES_MAX_NICS);
   __type(key, __u32);
-  __type(value, struct lanes_nic);
-} nics SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, LANES_MAX_NICS);
-  __type(key, __u32);
   __type(value, struct lanes_nic_stats);
 } nic_stats SEC(".maps");
-
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, 1);
-  __type(key, __u32);
-  __type(value, struct lanes_config);
-} config SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_ARRAY);

@@ -19,6 +19,7 @@ HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
   HostAgentConfig c;
   c.host = j.value("host", "");
   c.mode = j.value("mode", "ecmp");
+  c.program = j.value("program", "");
   c.container_netns = j.value("container_netns", "");
   c.task4 = j.value("task4", "");
   c.task6 = j.value("task6", "");
@@ -53,7 +54,7 @@ nlohmann::json HostAgentConfig::to_json() const {
                  {"gw6", s.gw6},               {"job4", s.job4},             {"job6", s.job6},
                  {"host_side4", s.host_side4}, {"host_side6", s.host_side6}, {"cont_side4", s.cont_side4},
                  {"cont_side6", s.cont_side6}, {"gw_mac", s.gw_mac},     {"table", s.table}});
-  return {{"host", host},   {"mode", mode},   {"container_netns", container_netns},
+  return {{"host", host},   {"mode", mode},   {"program", program}, {"container_netns", container_netns},
           {"task4", task4}, {"task6", task6}, {"bfd_socket", bfd_socket}, {"nics", n}};
 }
 
@@ -116,7 +117,7 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
     a->nics_.push_back(s);
   }
   if (cfg.mode == "bpf" || cfg.mode == "bpf-numa") {
-    auto d = Datapath::open_and_load();
+    auto d = cfg.program.empty() ? Datapath::open_and_load() : Datapath::open_and_load_file(cfg.program);
     if (!d) return d.error();
     a->dp_.emplace(std::move(d).value());
     if (auto st = a->dp_->configure(dc); !st) return st.error();
@@ -127,10 +128,11 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
       bool netkit = find(hlinks.value(), s.jnic)->kind == "netkit";
       auto eg = netkit ? a->dp_->attach_netkit_egress(s.jnic_idx) : a->dp_->attach_egress(s.jnic_idx);
       if (!eg) return eg.error();
-      if (netkit) continue;
+      if (netkit || !a->dp_->has_ingress()) continue;
       if (auto st = a->dp_->attach_ingress(s.nic_idx); !st) return st.error();
     }
-    lg::info("{}: BPF datapath attached on {} NICs ({})", host, a->nics_.size(), cfg.mode);
+    lg::info("{}: BPF datapath attached on {} NICs ({}{})", host, a->nics_.size(), cfg.mode,
+             cfg.program.empty() ? "" : ", the user's program " + cfg.program);
   }
   for (auto& s : a->nics_)
     if (!s.up) a->apply(s, false);

@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <set>
 
 #include "lanes/bfd/bfdd.hpp"
+#include "lanes/hostnet/datapath.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/neighbors.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -54,6 +56,7 @@ HostAgentConfig host_agent_config(const Topology& t, int host, const std::string
   HostAgentConfig c;
   c.host = h.name;
   c.mode = to_string(mode);
+  if (mode == EgressMode::bpf || mode == EgressMode::bpf_numa) c.program = h.job->egress_program;
   c.container_netns = job_netns(run_id, h.name);
   c.task4 = h.job->has4() ? h.job->task_ip4.to_string() : "";
   c.task6 = h.job->has6() ? h.job->task_ip6.to_string() : "";
@@ -272,6 +275,14 @@ Status deploy_host(DeployContext& ctx, int host) {
 
 Status deploy_all(DeployContext& ctx) {
   const Topology& t = ctx.tb.topology();
+  // a user's egress program is checked before any container is made: a
+  // bad one stops the run with the reason (rolled back like any failure)
+  std::set<std::string> checked;
+  for (const auto& n : t.nodes)
+    if (n.kind == NodeKind::host && n.job && !n.job->egress_program.empty() &&
+        checked.insert(n.job->egress_program).second)
+      if (auto st = check_egress_program(n.job->egress_program); !st)
+        return os_error(st.error().code().value(), n.name + "'s egress program: " + message_of(st.error()));
   for (size_t i = 0; i < t.nodes.size(); ++i)
     if (t.nodes[i].kind == NodeKind::host && t.nodes[i].job)
       if (auto st = deploy_host(ctx, static_cast<int>(i)); !st) return st;

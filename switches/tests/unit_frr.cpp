@@ -167,3 +167,12 @@ TEST_CASE("FRR vty: a command and its NUL out, the answer up to three NULs and t
   CHECK_FALSE(FrrVty::connect((dir / "none.vty").string()));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("FRR config: byte-stable for the two-rack topology's rack switch and spine", "[unit]") {
+  auto t = load_topology(topology("two-racks.xml"));
+  for (const char* node : {"r1-tor", "spine1"}) {
+    auto c = render_frr_config(t, t.find_node(node));
+    std::string all = "! ---- zebra.conf\n" + c.zebra + "! ---- staticd.conf\n" + c.staticd + "! ---- bgpd.conf\n" + c.bgpd;
+    CHECK(lanes::test::golden_mismatch(std::string("frr-two-racks-") + node + ".conf", all) == "");
+  }
+}

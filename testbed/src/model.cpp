@@ -46,6 +46,22 @@ std::optional<SwitchStack> parse_switch_stack(const std::string& s) {
   return std::nullopt;
 }
 
+const char* to_string(InjectorKind k) {
+  switch (k) {
+    case InjectorKind::lanes: return "lanes";
+    case InjectorKind::exabgp: return "exabgp";
+    case InjectorKind::bird: return "bird";
+    case InjectorKind::exec: return "exec";
+  }
+  return "lanes";
+}
+
+std::optional<InjectorKind> parse_injector_kind(const std::string& s) {
+  for (auto k : {InjectorKind::lanes, InjectorKind::exabgp, InjectorKind::bird, InjectorKind::exec})
+    if (s == to_string(k)) return k;
+  return std::nullopt;
+}
+
 const char* to_string(JobFamily f) {
   switch (f) {
     case JobFamily::ipv4: return "ipv4";

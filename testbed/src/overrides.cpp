@@ -13,6 +13,7 @@ const std::vector<OverrideAttr>& override_attrs() {
       {"egress", "job", K::choice, "single|ecmp|bpf|bpf-numa"},
       {"vip", "job", K::choice, "per-nic|add-path"},
       {"family", "job", K::choice, "dual|ipv4|ipv6"},
+      {"injector", "job", K::choice, "lanes|exabgp|bird"},
       {"nics", "host", K::integer, "", kNicsBounds},
       {"rate", "host", K::rate},
       {"hold-time", "rack", K::integer, "", kHoldTimeBounds},

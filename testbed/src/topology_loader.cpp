@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <pugixml.hpp>
@@ -450,7 +451,8 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       problem(j, "a host runs one job container; <job> is given twice");
       continue;
     }
-    check_shape(j, {"name", "task-ip4", "task-ip6", "egress", "vip", "family", "injector", "injector-cmd"}, {});
+    check_shape(j, {"name", "task-ip4", "task-ip6", "egress", "vip", "family", "injector", "injector-cmd", "program"},
+                {});
     job_template.name = get_name(j, "job");
     if (auto a = j.attribute("egress")) {
       auto m = parse_egress_mode(a.value());
@@ -473,21 +475,41 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       else
         job_template.family = *f;
     }
+    bool bpf_egress = job_template.egress == EgressMode::bpf || job_template.egress == EgressMode::bpf_numa;
+    // a scenario's egress override (a phase's egress="single" baseline)
+    // sets the program aside; a file that names both is contradicting itself
+    if (auto a = j.attribute("program"); a && (bpf_egress || !overrides_.count("egress"))) {
+      if (!bpf_egress) {
+        problem(j, "<job> program=\"{}\" replaces the BPF datapath: it needs egress=\"bpf\" or \"bpf-numa\"",
+                a.value());
+      } else {
+        std::filesystem::path f = a.value();
+        if (f.is_relative()) f = std::filesystem::path(file_).parent_path() / f;
+        std::error_code ec;
+        if (!std::filesystem::is_regular_file(f, ec))
+          problem(j, "<job> program=\"{}\": no such file ({})", a.value(), f.string());
+        else
+          job_template.egress_program = std::filesystem::absolute(f, ec).lexically_normal().string();
+      }
+    }
     if (auto a = j.attribute("injector")) {
-      std::string v = a.value();
-      if (v == "exec") {
+      auto k = parse_injector_kind(a.value());
+      if (!k)
+        problem(j, "<job> injector=\"{}\": expected lanes, exabgp, bird or exec", a.value());
+      else
+        job_template.injector = *k;
+      if (k == InjectorKind::exec) {
         job_template.injector_cmd = j.attribute("injector-cmd").value();
         if (job_template.injector_cmd.empty())
           problem(j, "<job> injector=\"exec\" needs injector-cmd=\"...\": the command of your own injector");
-      } else if (v == "exabgp" || v == "bird") {
-        problem(j, "<job> injector=\"{}\": lanes does not deploy {} as the injector yet; injector=\"exec\" runs "
-                   "your own (lanes features lists what it deploys)", v, v == "bird" ? "BIRD" : "ExaBGP");
-      } else if (v != "lanes") {
-        problem(j, "<job> injector=\"{}\": expected lanes or exec", v);
       }
     }
-    if (j.attribute("injector-cmd") && std::string(j.attribute("injector").value()) != "exec")
+    if (j.attribute("injector-cmd") && job_template.injector != InjectorKind::exec)
       problem(j, "<job> injector-cmd is for injector=\"exec\" (the default injector is lanes' own)");
+    if (job_template.injector == InjectorKind::bird && job_template.vip == VipMode::add_path)
+      problem(j, "<job> injector=\"bird\" with vip=\"add-path\": lanes renders BIRD with one session per NIC "
+                 "only (ADD-PATH would need a route per NIC in BIRD's table, each from a protocol of its own); "
+                 "use vip=\"per-nic\", or injector=\"exabgp\" for ADD-PATH");
     if (j.attribute("task-ip4") && !job_template.has4())
       problem(j, "<job> task-ip4 on a job with family=\"ipv6\": an IPv6-only job has no IPv4 task IP");
     if (j.attribute("task-ip6") && !job_template.has6())

@@ -425,8 +425,10 @@ TEST_CASE("a node's sysctls: every namespace the base, forwarders multipath and 
 TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the elements they belong to", "[unit]") {
   std::map<std::string, const OverrideAttr*> by;
   for (const auto& a : override_attrs()) by[a.name] = &a;
-  CHECK(by.size() == 8);
+  CHECK(by.size() == 9);
   CHECK(override_problem(*by.at("switch-stack"), "frr").empty());
+  CHECK(override_problem(*by.at("injector"), "bird").empty());
+  CHECK(override_problem(*by.at("injector"), "exec") == "expected one of lanes|exabgp|bird");  // exec needs a command
   CHECK(override_problem(*by.at("switch-stack"), "sonic") == "expected one of gobgp|frr");
   CHECK(override_problem(*by.at("bfd-interval"), "60000").empty());
   CHECK(override_problem(*by.at("bfd-interval"), "60001") == "expected a whole number from 0 to 60000");
@@ -456,13 +458,22 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
   CHECK_THROWS_AS(load_topology_text(R"(<topology><rack name="r" switch-stack="sonic"><host name="h"><job/></host></rack></topology>)", "b.xml"), InputError);
 }
 
-TEST_CASE("injector: lanes' own, or the user's command; the ones lanes does not deploy yet are named", "[unit]") {
+TEST_CASE("injector: lanes' own, ExaBGP, BIRD or the user's command; BIRD's ADD-PATH is refused with the reason",
+          "[unit]") {
   auto job = [](const std::string& attrs) {
     return "<topology><rack name=\"r\"><host name=\"h\" nics=\"2\"><job " + attrs + "/></host></rack></topology>";
   };
+  auto kind = [&](const std::string& attrs) {
+    auto t = load_topology_text(job(attrs), "i.xml");
+    return t.nodes.at(static_cast<size_t>(t.find_node("h"))).job->injector;
+  };
   auto t = load_topology_text(job("injector=\"exec\" injector-cmd=\"my-injector --x\""), "i.xml");
   CHECK(t.nodes.at(static_cast<size_t>(t.find_node("h"))).job->injector_cmd == "my-injector --x");
-  CHECK_NOTHROW(load_topology_text(job("injector=\"lanes\""), "i.xml"));
+  CHECK(kind("") == InjectorKind::lanes);
+  CHECK(kind("injector=\"lanes\"") == InjectorKind::lanes);
+  CHECK(kind("injector=\"exabgp\"") == InjectorKind::exabgp);
+  CHECK(kind("injector=\"exabgp\" vip=\"add-path\"") == InjectorKind::exabgp);
+  CHECK(kind("injector=\"bird\" family=\"ipv6\"") == InjectorKind::bird);
   auto problems = [&](const std::string& attrs) {
     try {
       load_topology_text(job(attrs), "i.xml");
@@ -472,8 +483,40 @@ TEST_CASE("injector: lanes' own, or the user's command; the ones lanes does not 
     return std::string();
   };
   CHECK(problems("injector=\"exec\"").find("needs injector-cmd") != std::string::npos);
-  CHECK(problems("injector=\"bird\"").find("does not deploy BIRD") != std::string::npos);
-  CHECK(problems("injector=\"exabgp\"").find("does not deploy ExaBGP") != std::string::npos);
-  CHECK(problems("injector=\"quagga\"").find("expected lanes or exec") != std::string::npos);
+  CHECK(problems("injector=\"bird\" vip=\"add-path\"").find("one session per NIC only") != std::string::npos);
+  CHECK(problems("injector=\"quagga\"").find("expected lanes, exabgp, bird or exec") != std::string::npos);
   CHECK(problems("injector-cmd=\"x\"").find("is for injector=\"exec\"") != std::string::npos);
+  CHECK(problems("injector=\"bird\" injector-cmd=\"x\"").find("is for injector=\"exec\"") != std::string::npos);
+  // as a scenario's override
+  Overrides ov{{"injector", "bird"}};
+  auto o = load_topology_text(job(""), "i.xml", ov);
+  CHECK(o.nodes.at(static_cast<size_t>(o.find_node("h"))).job->injector == InjectorKind::bird);
+}
+
+TEST_CASE("program: the user's egress object, next to the topology; it needs a bpf egress unless a scenario overrides it",
+          "[unit]") {
+  auto dir = std::filesystem::temp_directory_path() / ("lanes-prog-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "mine.bpf.o") << "an object";
+  std::string file = (dir / "t.xml").string();
+  auto job = [](const std::string& attrs) {
+    return "<topology><rack name=\"r\"><host name=\"h\"><job " + attrs + "/></host></rack></topology>";
+  };
+  auto t = load_topology_text(job("egress=\"bpf\" program=\"mine.bpf.o\""), file);
+  CHECK(t.nodes.at(static_cast<size_t>(t.find_node("h"))).job->egress_program == (dir / "mine.bpf.o").string());
+  auto problem = [&](const std::string& attrs) {
+    try {
+      load_topology_text(job(attrs), file);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(problem("egress=\"ecmp\" program=\"mine.bpf.o\"").find("needs egress=\"bpf\"") != std::string::npos);
+  CHECK(problem("egress=\"bpf\" program=\"nope.bpf.o\"").find(":1: <job> program=\"nope.bpf.o\": no such file") !=
+        std::string::npos);
+  // a single-NIC baseline phase of a scenario sets the program aside
+  auto base = load_topology_text(job("egress=\"bpf\" program=\"mine.bpf.o\""), file, {{"egress", "single"}});
+  CHECK(base.nodes.at(static_cast<size_t>(base.find_node("h"))).job->egress_program.empty());
+  std::filesystem::remove_all(dir);
 }

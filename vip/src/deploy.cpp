@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "lanes/testbed/result.hpp"
+#include "lanes/vip/other_injectors.hpp"
 
 namespace lanes::vip {
 
@@ -14,7 +15,8 @@ using namespace lanes::testbed;
 
 InjectorFiles injector_files(const RunLayout& run, const std::string& host) {
   std::string dir = run.node_dir("hosts", host);
-  return {dir + "/injector.json", dir + "/injector-state.json"};
+  return {dir + "/injector.json", dir + "/injector-state.json", dir + "/exabgp.conf", dir + "/bird.conf",
+          dir + "/bird.sock"};
 }
 
 SpeakerConfig injector_config(const Topology& t, int host) {
@@ -23,6 +25,7 @@ SpeakerConfig injector_config(const Topology& t, int host) {
   const Node& sw = t.nodes.at(static_cast<size_t>(rack.switch_node));
   SpeakerConfig c;
   c.host = h.name;
+  c.injector = to_string(h.job->injector);
   c.add_path = h.job->vip == VipMode::add_path;
   // the job's families only; an IPv6-only job's sessions run over IPv6
   c.task4 = h.job->has4() ? h.job->task_ip4.to_string() : "";
@@ -45,10 +48,23 @@ SpeakerConfig injector_config(const Topology& t, int host) {
 }
 
 namespace {
-Status write_config(const std::string& path, const SpeakerConfig& c) {
+Status write_text(const std::string& path, const std::string& text) {
   std::ofstream o(path, std::ios::trunc);
-  o << c.to_json().dump(2) << "\n";
+  o << text;
+  o.close();
   if (!o) return errno_error("writing " + path);
+  return {};
+}
+
+// injector.json, and for ExaBGP and BIRD their own configuration made from it
+Status write_config(const InjectorFiles& f, const SpeakerConfig& c) {
+  if (auto st = write_text(f.config, c.to_json().dump(2) + "\n"); !st) return st;
+  try {
+    if (c.injector == "exabgp") return write_text(f.exabgp, render_exabgp_config(c));
+    if (c.injector == "bird") return write_text(f.bird, render_bird_config(c));
+  } catch (const std::invalid_argument& e) {
+    return os_error(EINVAL, e.what());
+  }
   return {};
 }
 }  // namespace
@@ -62,19 +78,32 @@ Status deploy_injectors(DeployContext& ctx) {
     auto f = injector_files(run, h.name);
     std::error_code ec;
     std::filesystem::create_directories(run.node_dir("hosts", h.name), ec);
-    if (auto st = write_config(f.config, injector_config(t, static_cast<int>(i))); !st) return st;
+    auto c = injector_config(t, static_cast<int>(i));
+    if (auto st = write_config(f, c); !st) return st;
     DaemonRequest d;
     d.node = h.name;
     d.name = "vip-injector";
     d.netns = RunRegistry::netns_name(ctx.run_id, h.name + ".job");
-    if (h.job->injector_cmd.empty()) {
-      d.argv = {ctx.bin_dir + "/lanes-vip-injector", "--config", f.config, "--state", f.state};
-      d.ready_file = f.state;
-    } else {
-      // the user's own: the same configuration, named in its environment;
-      // lanes expects nothing back but BGP on the wire (ready once started)
-      d.argv = {"/bin/sh", "-c", h.job->injector_cmd};
-      d.env = {{"LANES_INJECTOR_CONFIG", f.config}, {"LANES_NODE", h.name}};
+    switch (h.job->injector) {
+      case InjectorKind::lanes:
+        d.argv = {ctx.bin_dir + "/lanes-vip-injector", "--config", f.config, "--state", f.state};
+        d.ready_file = f.state;
+        break;
+      case InjectorKind::exabgp:
+        // ready once started: ExaBGP says nothing lanes could wait on
+        d.argv = {"exabgp", f.exabgp};
+        d.env = exabgp_environment();
+        break;
+      case InjectorKind::bird:
+        d.argv = {"bird", "-f", "-c", f.bird, "-s", f.bird_socket};
+        d.ready_file = f.bird_socket;  // BIRD opens it once its configuration is read
+        break;
+      case InjectorKind::exec:
+        // the user's own: the same configuration, named in its environment;
+        // lanes expects nothing back but BGP on the wire (ready once started)
+        d.argv = {"/bin/sh", "-c", h.job->injector_cmd};
+        d.env = {{"LANES_INJECTOR_CONFIG", f.config}, {"LANES_NODE", h.name}};
+        break;
     }
     ctx.daemons.push_back(std::move(d));
   }
@@ -94,7 +123,7 @@ Status claim_task_ips(const RunLayout& run, const std::string& host, const std::
   }
   c.task4 = task4;
   c.task6 = task6;
-  return write_config(f.config, c);
+  return write_config(f, c);
 }
 
 nlohmann::json InjectorRole::status(const RunRegistry& reg, const std::string& run_id, const Node& node, int,

@@ -51,6 +51,7 @@ struct Speaker::Peer {
 SpeakerConfig SpeakerConfig::from_json(const nlohmann::json& j) {
   SpeakerConfig c;
   c.host = j.value("host", "?");
+  c.injector = j.value("injector", "lanes");
   c.task4 = j.value("task4", "");
   c.task6 = j.value("task6", "");
   c.add_path = j.value("mode", "per-nic") == "add-path";
@@ -70,7 +71,8 @@ nlohmann::json SpeakerConfig::to_json() const {
   for (const auto& x : nics) n.push_back({{"index", x.index}, {"eth", x.eth}, {"nh4", x.nh4}, {"nh6", x.nh6}});
   for (const auto& p : sessions)
     s.push_back({{"local", p.local}, {"peer", p.peer}, {"nics", p.nics}, {"eth", p.eth}});
-  return {{"host", host},         {"mode", add_path ? "add-path" : "per-nic"},
+  return {{"host", host},         {"injector", injector},
+          {"mode", add_path ? "add-path" : "per-nic"},
           {"task4", task4},       {"task6", task6},
           {"local_as", local_as}, {"peer_as", peer_as},
           {"hold_time", hold_time}, {"nics", n},

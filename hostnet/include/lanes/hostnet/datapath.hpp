@@ -13,6 +13,7 @@
 #include "lanes/testbed/result.hpp"
 
 struct datapath_bpf;
+struct bpf_object;
 
 namespace lanes::hostnet {
 
@@ -42,12 +43,18 @@ class Datapath {
   Datapath& operator=(Datapath&&) noexcept;
 
   static testbed::Result<Datapath> open_and_load();
+  // The user's own object (<job program="FILE.bpf.o">) in place of lanes':
+  // checked against the ABI (check_egress_program), then loaded.
+  static testbed::Result<Datapath> open_and_load_file(const std::string& path);
   testbed::Status configure(const DatapathConfig& cfg);
   // A NIC that comes back starts a new epoch: open flows rebalance onto it.
   testbed::Status set_nic_up(int nic, bool up);
   // tc ingress of IFINDEX in the calling thread's namespace
   testbed::Status attach_egress(int ifindex);
   testbed::Status attach_ingress(int ifindex);
+  // Whether the program set has an ingress program (a user's may not:
+  // ingress then goes through the host's routing)
+  bool has_ingress() const;
   // A netkit primary device (L3): the egress program through a bpf_link at
   // BPF_NETKIT_PRIMARY (traffic the container sends). The link lives as
   // long as this object.
@@ -64,9 +71,20 @@ class Datapath {
 
  private:
   testbed::Status attach(int prog_fd, int ifindex, const char* what);
+  int map_fd(const char* name) const;   // -1: the object has no such map
+  int prog_fd(const char* name) const;  // -1: no such program
   datapath_bpf* skel_ = nullptr;
+  bpf_object* obj_ = nullptr;  // the user's object (owned), or null for lanes' skeleton
   std::vector<int> links_;  // bpf_link fds (netkit)
 };
+
+// Whether the BPF object at PATH can stand in for lanes' egress program,
+// read from its ELF without loading anything: a tc program `lanes_egress`
+// (and `lanes_egress_l3` for netkit devices, `lanes_ingress` optionally),
+// and the maps lanes fills, each of the type and sizes hostnet_abi.h gives:
+// `config` and `nics` required, `cpu_node`, `nic_stats` and `flows`
+// checked where present. The error says what is missing or wrong.
+testbed::Status check_egress_program(const std::string& path);
 
 // CPU → NUMA node from /sys/devices/system/node; with a single node the
 // CPUs are split evenly over NODES emulated nodes.

@@ -33,6 +33,7 @@ struct HostAgentConfig {
   };
   std::string host;
   std::string mode = "ecmp";  // egress mode: single, ecmp, bpf, bpf-numa
+  std::string program;        // the user's egress BPF object in place of lanes' ("" = lanes')
   std::string container_netns;
   std::string task4, task6;
   std::string bfd_socket;  // lanes-bfdd's verdicts on the NICs ("" = no BFD)

@@ -84,6 +84,13 @@ enum class JobFamily { dual, ipv4, ipv6 };
 const char* to_string(JobFamily f);
 std::optional<JobFamily> parse_job_family(const std::string& s);
 
+// Who announces a job's task IPs (<job injector="...">): lanes' own
+// speaker, Debian's ExaBGP or BIRD 2 configured by lanes from the same
+// plan, or the user's own command (exec).
+enum class InjectorKind { lanes, exabgp, bird, exec };
+const char* to_string(InjectorKind k);
+std::optional<InjectorKind> parse_injector_kind(const std::string& s);
+
 struct Job {
   std::string name;
   Ip4 task_ip4;  // planned for every job (the numbering stays put); used only where has4()
@@ -91,8 +98,12 @@ struct Job {
   EgressMode egress = EgressMode::ecmp;
   VipMode vip = VipMode::per_nic;
   JobFamily family = JobFamily::dual;
+  // program= (egress bpf or bpf-numa): the user's own tc object in place
+  // of lanes' datapath, an absolute path; empty: lanes' own
+  std::string egress_program;
+  InjectorKind injector = InjectorKind::lanes;
   // injector-cmd= (injector="exec"): the user's own VIP injector, run as
-  // sh -c in the job's container in place of lanes'; empty: lanes' own
+  // sh -c in the job's container in place of lanes'
   std::string injector_cmd;
   bool has4() const { return family != JobFamily::ipv6; }
   bool has6() const { return family != JobFamily::ipv4; }

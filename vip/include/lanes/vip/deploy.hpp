@@ -15,6 +15,9 @@ namespace lanes::vip {
 struct InjectorFiles {
   std::string config;  // <run>/hosts/<host>/injector.json (SpeakerConfig)
   std::string state;   // <run>/hosts/<host>/injector-state.json (Speaker::state)
+  std::string exabgp;  // <run>/hosts/<host>/exabgp.conf (injector="exabgp")
+  std::string bird;    // <run>/hosts/<host>/bird.conf (injector="bird")
+  std::string bird_socket;
 };
 InjectorFiles injector_files(const testbed::RunLayout& run, const std::string& host);
 
@@ -23,7 +26,8 @@ SpeakerConfig injector_config(const testbed::Topology& t, int host);
 testbed::Status deploy_injectors(testbed::DeployContext& ctx);
 
 // From its next start, HOST's injector announces TASK4 and TASK6 (a
-// hijack: the rogue-announce fault; the caller restarts the injector).
+// hijack: the rogue-announce fault; the caller restarts the injector);
+// ExaBGP's and BIRD's configurations are rendered again.
 testbed::Status claim_task_ips(const testbed::RunLayout& run, const std::string& host, const std::string& task4,
                                const std::string& task6);
 

@@ -40,7 +40,8 @@ struct SpeakerConfig {
     bool operator==(const Peering&) const = default;
   };
   std::string host;
-  std::string task4, task6;  // "" = not announced
+  std::string injector = "lanes";  // who runs this plan: lanes, exabgp, bird or exec
+  std::string task4, task6;        // "" = not announced
   bool add_path = false;
   uint32_t local_as = 0, peer_as = 0;
   uint16_t hold_time = 9;
