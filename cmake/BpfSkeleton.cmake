@@ -1,23 +1,15 @@
-# lanes_bpf_skeleton(NAME SOURCE foo.bpf.c [HEADERS dir...])
-#
-# Compiles foo.bpf.c with clang for the BPF target (UAPI headers only, no
-# vmlinux.h, so the build does not depend on the build host's BTF), then
-# embeds the object in foo.skel.h with `bpftool gen skeleton`. Defines the
-# interface target NAME_skel whose include directory holds foo.skel.h.
 find_program(LANES_CLANG clang REQUIRED)
 find_program(LANES_BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
 pkg_check_modules(LIBBPF REQUIRED IMPORTED_TARGET libbpf)
 
-function(lanes_bpf_skeleton name)
-  cmake_parse_arguments(ARG "" "SOURCE" "HEADERS" ${ARGN})
-  get_filename_component(src "${ARG_SOURCE}" ABSOLUTE)
-  get_filename_component(stem "${src}" NAME_WE)  # foo from foo.bpf.c
-  set(outdir "${CMAKE_CURRENT_BINARY_DIR}/bpf")
-  set(obj "${outdir}/${stem}.bpf.o")
-  set(skel "${outdir}/${stem}.skel.h")
+# _lanes_bpf_compile(SRC OBJ COMMENT [INCLUDE_DIR...]): the one clang
+# command that turns a .bpf.c into a BPF object, for lanes' programs and
+# users' alike.
+function(_lanes_bpf_compile src obj comment)
+  get_filename_component(outdir "${obj}" DIRECTORY)
   execute_process(COMMAND uname -m OUTPUT_VARIABLE arch OUTPUT_STRIP_TRAILING_WHITESPACE)
-  set(includes -I/usr/include/${arch}-linux-gnu -I${CMAKE_CURRENT_SOURCE_DIR}/bpf)
-  foreach(h ${ARG_HEADERS})
+  set(includes -I/usr/include/${arch}-linux-gnu)
+  foreach(h ${ARGN})
     list(APPEND includes -I${h})
   endforeach()
   add_custom_command(
@@ -26,8 +18,24 @@ function(lanes_bpf_skeleton name)
     COMMAND ${LANES_CLANG} -O2 -g -Wall -Werror -target bpf ${includes} -c "${src}" -o "${obj}"
     DEPENDS "${src}"
     IMPLICIT_DEPENDS C "${src}"
-    COMMENT "BPF ${stem}.bpf.c"
+    COMMENT "${comment}"
     VERBATIM)
+endfunction()
+
+# lanes_bpf_skeleton(NAME SOURCE foo.bpf.c [HEADERS dir...])
+#
+# Compiles foo.bpf.c with clang for the BPF target (UAPI headers only, no
+# vmlinux.h, so the build does not depend on the build host's BTF), then
+# embeds the object in foo.skel.h with `bpftool gen skeleton`. Defines the
+# interface target NAME_skel whose include directory holds foo.skel.h.
+function(lanes_bpf_skeleton name)
+  cmake_parse_arguments(ARG "" "SOURCE" "HEADERS" ${ARGN})
+  get_filename_component(src "${ARG_SOURCE}" ABSOLUTE)
+  get_filename_component(stem "${src}" NAME_WE)  # foo from foo.bpf.c
+  set(outdir "${CMAKE_CURRENT_BINARY_DIR}/bpf")
+  set(obj "${outdir}/${stem}.bpf.o")
+  set(skel "${outdir}/${stem}.skel.h")
+  _lanes_bpf_compile("${src}" "${obj}" "BPF ${stem}.bpf.c" ${CMAKE_CURRENT_SOURCE_DIR}/bpf ${ARG_HEADERS})
   add_custom_command(
     OUTPUT "${skel}"
     COMMAND ${LANES_BPFTOOL} gen skeleton "${obj}" name "${stem}_bpf" > "${skel}"
@@ -52,18 +60,6 @@ function(lanes_bpf_object name)
   get_filename_component(src "${ARG_SOURCE}" ABSOLUTE)
   get_filename_component(stem "${src}" NAME_WE)
   set(obj "${ARG_OUTPUT_DIR}/${stem}.bpf.o")
-  execute_process(COMMAND uname -m OUTPUT_VARIABLE arch OUTPUT_STRIP_TRAILING_WHITESPACE)
-  set(includes -I/usr/include/${arch}-linux-gnu)
-  foreach(h ${ARG_HEADERS})
-    list(APPEND includes -I${h})
-  endforeach()
-  add_custom_command(
-    OUTPUT "${obj}"
-    COMMAND ${CMAKE_COMMAND} -E make_directory "${ARG_OUTPUT_DIR}"
-    COMMAND ${LANES_CLANG} -O2 -g -Wall -Werror -target bpf ${includes} -c "${src}" -o "${obj}"
-    DEPENDS "${src}"
-    IMPLICIT_DEPENDS C "${src}"
-    COMMENT "BPF ${stem}.bpf.c (a user's program)"
-    VERBATIM)
+  _lanes_bpf_compile("${src}" "${obj}" "BPF ${stem}.bpf.c (a user's program)" ${ARG_HEADERS})
   add_custom_target(${name} DEPENDS "${obj}")
 endfunction()
