@@ -10,9 +10,14 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/live_run.hpp"
+#include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/supervisor.hpp"
@@ -120,6 +125,30 @@ inline long icmp_in_echos(int ns_fd) {
   });
   t.join();
   return n;
+}
+
+// `lanes run DIR/SCENARIO EXTRA... --out DIR/out -q`, its log in
+// DIR/run.log: its exit status and the first scenario of its results.json,
+// once every namespace its phases made is checked gone.
+struct ScenarioRun {
+  int status = -1;
+  nlohmann::json scenario;
+};
+inline ScenarioRun lanes_run(const std::filesystem::path& dir, const std::string& scenario,
+                             const std::vector<std::string>& extra = {}) {
+  std::string out = (dir / "out").string();
+  testbed::ProcessSpec run{"lanes run", {lanes_bin(), "run", (dir / scenario).string()}};
+  run.argv.insert(run.argv.end(), extra.begin(), extra.end());
+  run.argv.insert(run.argv.end(), {"--out", out, "-q"});
+  run.log_path = (dir / "run.log").string();
+  auto r = testbed::run_capture(run, std::chrono::seconds(300));
+  REQUIRE(r.ok());
+  std::ifstream in(out + "/results.json");
+  REQUIRE(in);
+  ScenarioRun res{r.value().status, nlohmann::json::parse(in)["scenarios"].at(0)};
+  for (const auto& ph : res.scenario["phases"])
+    CHECK(testbed::list_netns(testbed::RunRegistry::netns_prefix(ph.value("run_id", ""))).empty());
+  return res;
 }
 
 }  // namespace lanes::test

@@ -107,18 +107,10 @@ nlohmann::json run_save(const std::string& what, const std::string& program, int
   auto dir = scratch(what);
   std::ofstream(dir / "own-program.xml") << topology(program);
   std::ofstream(dir / "scenario.xml") << kScenario;
-  std::string out = (dir / "out").string();
-  ProcessSpec run{"lanes run", {lanes::test::lanes_bin(), "run", (dir / "scenario.xml").string(), "--out", out, "-q"}};
-  run.log_path = (dir / "run.log").string();
-  auto r = run_capture(run, std::chrono::seconds(300));
-  REQUIRE(r.ok());
-  status = r.value().status;
-  std::ifstream in(out + "/results.json");
-  REQUIRE(in);
-  auto sc = nlohmann::json::parse(in)["scenarios"].at(0);
-  for (const auto& ph : sc["phases"]) CHECK(list_netns(RunRegistry::netns_prefix(ph.value("run_id", ""))).empty());
+  auto r = lanes::test::lanes_run(dir, "scenario.xml");
   std::filesystem::remove_all(dir);
-  return sc;
+  status = r.status;
+  return r.scenario;
 }
 
 // assertion type (the first word of its name) -> passed
