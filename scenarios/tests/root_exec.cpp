@@ -20,31 +20,12 @@ using namespace lanes::testbed;
 
 namespace {
 
-struct Ran {
-  int status = -1;
-  nlohmann::json scenario;  // results.json's one scenario
-};
-
 // lanes run SCENARIO_TEXT (its topology: laptop.xml); its results
-Ran run_text(const std::filesystem::path& dir, const std::string& name, const std::string& body) {
-  std::string file = (dir / (name + ".xml")).string();
-  std::ofstream(file) << "<scenario name=\"" << name << "\" description=\"the user's own commands\">\n"
-                      << "<topology file=\"" << LANES_SOURCE_DIR << "/topologies/laptop.xml\" egress=\"bpf\"/>\n"
-                      << body << "</scenario>\n";
-  std::string out = (dir / ("out-" + name)).string();
-  ProcessSpec spec{"lanes run", {lanes::test::lanes_bin(), "run", file, "--out", out, "-q"}};
-  spec.log_path = (dir / (name + ".log")).string();
-  auto r = run_capture(spec, std::chrono::seconds(300));
-  REQUIRE(r.ok());
-  std::ifstream in(out + "/results.json");
-  REQUIRE(in);
-  auto results = nlohmann::json::parse(in);
-  Ran ran{r.value().status, results["scenarios"].at(0)};
-  for (const auto& ph : ran.scenario["phases"]) {
-    std::string id = ph.value("run_id", "");
-    if (!id.empty()) CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());  // nothing left behind
-  }
-  return ran;
+lanes::test::ScenarioRun run_text(const std::filesystem::path& dir, const std::string& name, const std::string& body) {
+  std::ofstream(dir / (name + ".xml")) << "<scenario name=\"" << name << "\" description=\"the user's own commands\">\n"
+                                       << "<topology file=\"" << LANES_SOURCE_DIR << "/topologies/laptop.xml\" egress=\"bpf\"/>\n"
+                                       << body << "</scenario>\n";
+  return lanes::test::lanes_run(dir, name + ".xml");
 }
 
 const nlohmann::json* assertion(const nlohmann::json& sc, const std::string& name) {
@@ -152,21 +133,13 @@ TEST_CASE("exec injector: the user's own program announces the task IPs from the
                       << "<workload name=\"restore\" type=\"checkpoint-restore\" host=\"h1\" server=\"storage\" "
                          "bytes=\"100M\" flows=\"8\"/>\n"
                       << "</phase><assert type=\"bytes-verified\"/></scenario>\n";
-  std::string out = (dir / "out").string();
-  ProcessSpec spec{"lanes run", {lanes::test::lanes_bin(), "run", file, "--out", out, "-q"}};
-  spec.log_path = (dir / "run.log").string();
-  auto r = run_capture(spec, std::chrono::seconds(300));
-  REQUIRE(r.ok());
-  CHECK(r.value().status == 0);
+  auto ran = lanes::test::lanes_run(dir, "ingress.xml");
+  CHECK(ran.status == 0);
+  CHECK(ran.scenario["passed"] == true);
   // it ran with the configuration lanes wrote: its own state file names the task IP it announced
   std::ifstream st((dir / "state-h1.json").string());
   REQUIRE(st);
   auto state = nlohmann::json::parse(st);
   CHECK(!state.value("task4", "").empty());
-  std::ifstream in(out + "/results.json");
-  REQUIRE(in);
-  auto sc = nlohmann::json::parse(in)["scenarios"].at(0);
-  CHECK(sc["passed"] == true);
-  for (const auto& ph : sc["phases"]) CHECK(list_netns(RunRegistry::netns_prefix(ph.value("run_id", ""))).empty());
   std::filesystem::remove_all(dir);
 }

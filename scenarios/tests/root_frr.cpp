@@ -118,17 +118,9 @@ TEST_CASE("FRR rack: converges, carries verified traffic, contains routes, rejec
   }
 
   SECTION("a scenario judges it by behaviour") {
-    std::string out = (dir / "out").string();
-    ProcessSpec run{"lanes run",
-                    {lanes::test::lanes_bin(), "run", (dir / "frr-rack-scenario.xml").string(), "--out", out, "-q"}};
-    run.log_path = (dir / "run.log").string();
-    auto r = run_capture(run, std::chrono::seconds(300));
-    REQUIRE(r.ok());
-    std::ifstream in(out + "/results.json");
-    REQUIRE(in);
-    auto sc = nlohmann::json::parse(in)["scenarios"].at(0);
+    auto [status, sc] = lanes::test::lanes_run(dir, "frr-rack-scenario.xml");
     INFO(sc.dump(1).substr(0, 4000));
-    CHECK(r.value().status == 0);
+    CHECK(status == 0);
     CHECK(sc["passed"] == true);
     for (const char* name : {"no-task-routes spine1", "hijack-rejected", "members r1h1", "bytes-verified restore",
                              "bytes-verified cross"}) {
@@ -137,7 +129,6 @@ TEST_CASE("FRR rack: converges, carries verified traffic, contains routes, rejec
       REQUIRE(a);
       CHECK((*a)["passed"] == true);
     }
-    for (const auto& ph : sc["phases"]) CHECK(list_netns(RunRegistry::netns_prefix(ph.value("run_id", ""))).empty());
   }
   std::filesystem::remove_all(dir);
 }
@@ -145,28 +136,21 @@ TEST_CASE("FRR rack: converges, carries verified traffic, contains routes, rejec
 namespace {
 
 // A shipped scenario run with every switch on FRR (lanes run --set
-// switch-stack=frr): assertion name -> (passed, measured)
-std::map<std::string, std::pair<bool, std::string>> qualify_on_frr(const std::string& scenario, int& status) {
+// switch-stack=frr, and EXTRA): assertion name [phase] -> (passed, measured)
+std::map<std::string, std::pair<bool, std::string>> qualify_on_frr(const std::string& scenario, int& status,
+                                                                   const std::vector<std::string>& extra = {}) {
   auto dir = std::filesystem::temp_directory_path() / ("lanes-frrq-" + scenario + "-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
-  std::string out = (dir / "out").string();
-  ProcessSpec run{"lanes run",
-                  {lanes::test::lanes_bin(), "run", lanes::test::source_dir() + "/scenarios/" + scenario + ".xml",
-                   "--set", "switch-stack=frr", "--out", out, "-q"}};
   std::filesystem::create_directories(dir);
-  run.log_path = (dir / "run.log").string();
-  auto r = run_capture(run, std::chrono::seconds(170));
-  REQUIRE(r.ok());
-  status = r.value().status;
-  std::ifstream in(out + "/results.json");
-  REQUIRE(in);
-  auto sc = nlohmann::json::parse(in)["scenarios"].at(0);
-  INFO(sc.dump(1).substr(0, 3000));
-  CHECK(sc.value("error", "").empty());  // it ran to the end: verdicts are the figures'
+  std::vector<std::string> set{"--set", "switch-stack=frr"};
+  set.insert(set.end(), extra.begin(), extra.end());
+  auto ran = lanes::test::lanes_run(dir, lanes::test::source_dir() + "/scenarios/" + scenario + ".xml", set);
+  status = ran.status;
+  INFO(ran.scenario.dump(1).substr(0, 3000));
+  CHECK(ran.scenario.value("error", "").empty());  // it ran to the end: verdicts are the figures'
   std::map<std::string, std::pair<bool, std::string>> v;
-  for (const auto& a : sc["assertions"])  // a name can recur in each phase
+  for (const auto& a : ran.scenario["assertions"])  // a name can recur in each phase
     v[a.value("name", "") + " [" + a.value("phase", "") + "]"] = {a.value("passed", false), a.value("measured", "")};
-  for (const auto& ph : sc["phases"]) CHECK(list_netns(RunRegistry::netns_prefix(ph.value("run_id", ""))).empty());
   std::filesystem::remove_all(dir);
   return v;
 }
@@ -205,17 +189,28 @@ TEST_CASE("qualify on FRR: nic-failover fails healthy-flows-kept only (hash-thre
   CHECK(rehashed == 2);  // IPv4 and IPv6
 }
 
-TEST_CASE("qualify on FRR: route-containment and vip-hijack pass", "[root]") {
+TEST_CASE("qualify on FRR: route-containment and vip-hijack pass, vip-hijack with ADD-PATH sessions too", "[root]") {
   lanes::test::require_root();
   if (::access("/usr/lib/frr/bgpd", X_OK) != 0) lanes::test::not_run("FRR is not installed");
-  for (const char* scenario : {"route-containment", "vip-hijack"}) {
-    INFO(scenario);
+  // ADD-PATH: bgpd takes the four NICs' paths over each of the host's two
+  // sessions (FRR receives ADD-PATH on every session unasked): 8 paths, 4
+  // next hops (members h1 count="4" in the scenario)
+  for (auto [scenario, vip] : {std::pair{"route-containment", "per-nic"}, {"vip-hijack", "per-nic"},
+                               {"vip-hijack", "add-path"}}) {
+    INFO(scenario << " vip=" << vip);
     int status = -1;
-    auto v = qualify_on_frr(scenario, status);
+    auto v = qualify_on_frr(scenario, status, {"--set", std::string("vip=") + vip});
     CHECK(status == 0);
+    int hijacks = 0;
     for (const auto& [name, r] : v) {
       INFO(name << ": " << r.second);
       CHECK(r.first);
+      if (name.rfind("hijack-rejected", 0) == 0) {
+        CHECK(r.second.find(std::string(vip) == "add-path" ? "; 8 paths, 0 not from h1" : "; 4 paths, 0 not from h1") !=
+              std::string::npos);
+        ++hijacks;
+      }
     }
+    CHECK(hijacks == (std::string(scenario) == "vip-hijack" ? 2 : 0));  // IPv4 and IPv6
   }
 }
