@@ -6,10 +6,12 @@
 #include <fmt/format.h>
 #include <pugixml.hpp>
 #include <iostream>
+#include <optional>
 
 #include "lanes/hostnet/datapath.hpp"
 #include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/limits.hpp"
+#include "lanes/testbed/partition.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
 namespace po = boost::program_options;
@@ -26,7 +28,10 @@ std::string root_element_of(const std::string& text) {
 int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   po::options_description desc("options");
   std::vector<std::string> files;
-  desc.add_options()("file", po::value(&files)->required(), "topology, scenario or suite file(s)");
+  int machines = 0;
+  desc.add_options()("file", po::value(&files)->required(), "topology, scenario or suite file(s)")(
+      "machines", po::value(&machines),
+      "K: also place each topology over K machines (a run over several) and show which machine builds what");
   po::positional_options_description pos;
   pos.add("file", -1);
   po::variables_map vm;
@@ -35,6 +40,8 @@ int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::
              "plan too), a scenario (with its topology and every phase's overrides) or a suite\n"
              "(with every scenario it includes). Problems are printed as file:line: message."))
     return kExitOk;
+  if (vm.count("machines") && (machines < 1 || machines > testbed::kMaxMachines))
+    throw UsageError(fmt::format("--machines {}: expected 1 to {}", machines, testbed::kMaxMachines));
   int rc = kExitOk;
   for (const auto& f : files) {
     try {
@@ -42,6 +49,8 @@ int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::
       auto v = validators().find(root);
       // the summary first: a problem is thrown before anything is printed
       if (v != validators().end()) {
+        if (vm.count("machines"))
+          throw InputError({f + ": --machines places a topology; give the topology file of this " + root});
         std::string summary = v->second(f);
         out << f << ": ok, " << summary << "\n";
         continue;
@@ -58,7 +67,11 @@ int cmd_validate([[maybe_unused]] const CliContext& cli, const std::vector<std::
         rc = kExitBadInput;
         continue;
       }
+      // placed before anything is printed, as every other problem
+      std::optional<testbed::Placement> placement;
+      if (vm.count("machines")) placement = testbed::place(t, machines);
       out << f << ": ok, " << summary_of(t) << "\n";
+      if (placement) out << testbed::describe(t, *placement);
       const MachineLimits limits = read_machine_limits();
       for (const auto& w : footprint_warnings(estimate_footprint(t), limits))
         err << f << ": warning: on this machine " << w << "\n";

@@ -9,6 +9,7 @@
 namespace lanes::cli {
 
 using namespace lanes::testbed;
+using testbed::Placement;
 namespace {
 
 std::string node_label(const Node& n) {
@@ -72,33 +73,50 @@ std::string edge_label(const Edge& e) {
   return r;
 }
 
+// Which machine builds node N (0 without a placement).
+int machine_of(const Placement* p, int n) { return p ? p->machine_of[static_cast<size_t>(n)] : 0; }
+
+bool crosses(const Placement* p, const Edge& e) { return p && machine_of(p, e.a) != machine_of(p, e.b); }
+
 }  // namespace
 
-std::string to_dot(const Topology& t) {
+std::string to_dot(const Topology& t, const Placement* p) {
   std::string s = fmt::format("graph \"{}\" {{\n  rankdir=TB;\n  node [fontname=\"Helvetica\"];\n", t.name);
-  for (const auto& n : t.nodes)
-    if (n.rack < 0)
-      s += fmt::format("  \"{}\" [shape={}, label=\"{}\"];\n", n.name, shape(n.kind), node_label(n));
-  for (size_t r = 0; r < t.racks.size(); ++r) {
-    const Rack& rack = t.racks[r];
-    s += fmt::format("  subgraph \"cluster_{}\" {{\n    label=\"rack {} ({})\";\n", rack.name,
-                     rack.name, rack.block4.to_string());
-    for (const auto& n : t.nodes)
-      if (n.rack == static_cast<int>(r))
-        s += fmt::format("    \"{}\" [shape={}, label=\"{}\"];\n", n.name, shape(n.kind),
-                         node_label(n));
-    s += "  }\n";
+  int machines = p ? p->machines : 1;
+  for (int m = 0; m < machines; ++m) {
+    std::string in = p ? "    " : "  ";
+    if (p) s += fmt::format("  subgraph \"cluster_machine_{}\" {{\n    label=\"machine {}\";\n    style=dashed;\n", m, m);
+    for (size_t i = 0; i < t.nodes.size(); ++i) {
+      const Node& n = t.nodes[i];
+      if (n.rack < 0 && machine_of(p, static_cast<int>(i)) == m)
+        s += fmt::format("{}\"{}\" [shape={}, label=\"{}\"];\n", in, n.name, shape(n.kind), node_label(n));
+    }
+    for (size_t r = 0; r < t.racks.size(); ++r) {
+      const Rack& rack = t.racks[r];
+      if (machine_of(p, rack.switch_node) != m) continue;
+      s += fmt::format("{}subgraph \"cluster_{}\" {{\n{}  label=\"rack {} ({})\";\n", in, rack.name, in, rack.name,
+                       rack.block4.to_string());
+      for (const auto& n : t.nodes)
+        if (n.rack == static_cast<int>(r))
+          s += fmt::format("{}  \"{}\" [shape={}, label=\"{}\"];\n", in, n.name, shape(n.kind), node_label(n));
+      s += in + "}\n";
+    }
+    if (p) s += "  }\n";
   }
   for (const auto& e : edges(t)) {
     std::string label = edge_label(e);
+    bool x = crosses(p, e);
+    if (x) label = label.empty() ? "VXLAN" : "VXLAN " + label;
+    std::string attrs = label.empty() ? "" : fmt::format("label=\"{}\"", label);
+    if (x) attrs += ", style=dashed";
     s += fmt::format("  \"{}\" -- \"{}\"{};\n", t.nodes[e.a].name, t.nodes[e.b].name,
-                     label.empty() ? "" : fmt::format(" [label=\"{}\"]", label));
+                     attrs.empty() ? "" : " [" + attrs + "]");
   }
   s += "}\n";
   return s;
 }
 
-std::string to_mermaid(const Topology& t) {
+std::string to_mermaid(const Topology& t, const Placement* p) {
   auto decl = [&](const Node& n) {
     std::string label = node_label(n);
     std::string br;
@@ -119,18 +137,27 @@ std::string to_mermaid(const Topology& t) {
     return mermaid_id(n.name);
   };
   std::string s = "flowchart TB\n";
-  for (const auto& n : t.nodes)
-    if (n.rack < 0) s += "  " + decl(n) + "\n";
-  for (size_t r = 0; r < t.racks.size(); ++r) {
-    s += fmt::format("  subgraph {}[\"rack {} ({})\"]\n", mermaid_id("rack_" + t.racks[r].name),
-                     t.racks[r].name, t.racks[r].block4.to_string());
-    for (const auto& n : t.nodes)
-      if (n.rack == static_cast<int>(r)) s += "    " + decl(n) + "\n";
-    s += "  end\n";
+  int machines = p ? p->machines : 1;
+  for (int m = 0; m < machines; ++m) {
+    std::string in = p ? "    " : "  ";
+    if (p) s += fmt::format("  subgraph machine_{}[\"machine {}\"]\n", m, m);
+    for (size_t i = 0; i < t.nodes.size(); ++i)
+      if (t.nodes[i].rack < 0 && machine_of(p, static_cast<int>(i)) == m) s += in + decl(t.nodes[i]) + "\n";
+    for (size_t r = 0; r < t.racks.size(); ++r) {
+      if (machine_of(p, t.racks[r].switch_node) != m) continue;
+      s += fmt::format("{}subgraph {}[\"rack {} ({})\"]\n", in, mermaid_id("rack_" + t.racks[r].name), t.racks[r].name,
+                       t.racks[r].block4.to_string());
+      for (const auto& n : t.nodes)
+        if (n.rack == static_cast<int>(r)) s += in + "  " + decl(n) + "\n";
+      s += in + "end\n";
+    }
+    if (p) s += "  end\n";
   }
   for (const auto& e : edges(t)) {
     std::string label = edge_label(e);
-    s += fmt::format("  {} ---{} {}\n", mermaid_id(t.nodes[e.a].name),
+    bool x = crosses(p, e);
+    if (x) label = label.empty() ? "VXLAN" : "VXLAN " + label;
+    s += fmt::format("  {} {}{} {}\n", mermaid_id(t.nodes[e.a].name), x ? "-.-" : "---",
                      label.empty() ? "" : fmt::format("|\"{}\"|", label), mermaid_id(t.nodes[e.b].name));
   }
   return s;

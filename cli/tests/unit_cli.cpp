@@ -79,6 +79,23 @@ TEST_CASE("lanes graph prints DOT and Mermaid", "[unit]") {
   CHECK(mm.out.find("flowchart TB") != std::string::npos);
 }
 
+TEST_CASE("lanes validate and graph --machines show the placement; what cannot be split is refused", "[unit]") {
+  auto v = run_command(lanes_bin() + " validate " + topology("fabric-256.xml") + " --machines 4");
+  CHECK(v.status == 0);
+  CHECK(v.out.find("machine 3: 64 hosts (256 NICs), 2 switches") != std::string::npos);
+  CHECK(v.out.find("12 links cross between machines") != std::string::npos);
+  auto too_many = run_command(lanes_bin() + " validate " + topology("laptop.xml") + " --machines 2");
+  CHECK(too_many.status == 2);
+  CHECK(too_many.out.find("laptop.xml:4: 1 rack cannot be split over 2 machines") != std::string::npos);
+  CHECK(run_command(lanes_bin() + " validate " + topology("laptop.xml") + " --machines 0").status == 2);
+  CHECK(run_command(lanes_bin() + " validate " + source_dir() + "/scenarios/nic-failover.xml --machines 2").status ==
+        2);
+  auto g = run_command(lanes_bin() + " graph " + topology("two-racks.xml") + " --machines 2");
+  CHECK(g.status == 0);
+  CHECK(g.out.find("subgraph \"cluster_machine_1\"") != std::string::npos);
+  CHECK(g.out.find("style=dashed") != std::string::npos);
+}
+
 TEST_CASE("lanes status with no runs says so in text and JSON", "[unit]") {
   auto dir = std::filesystem::temp_directory_path() / ("lanes-cli-st-" + std::to_string(::getpid()));
   std::string env = "LANES_STATE_DIR=" + dir.string() + " ";
@@ -104,6 +121,14 @@ TEST_CASE("graph output draws every node and link", "[unit]") {
   CHECK(mm.rfind("flowchart TB", 0) == 0);
   CHECK(mm.find("n_spine1 --- n_r1_tor") != std::string::npos);
   CHECK(mm.find("n_r2_tor ---|\"4 x 500mbit\"| n_r2h2") != std::string::npos);
+  // over two machines: r1 with spine1 on 0, r2 on 1; spine1-r2 is a tunnel
+  auto p = lanes::testbed::place(t, 2);
+  std::string pd = lanes::cli::to_dot(t, &p);
+  CHECK(pd.find("\"spine1\" -- \"r2-tor\" [label=\"VXLAN\", style=dashed]") != std::string::npos);
+  CHECK(pd.find("\"spine1\" -- \"r1-tor\";") != std::string::npos);
+  std::string pm = lanes::cli::to_mermaid(t, &p);
+  CHECK(pm.find("n_spine1 -.-|\"VXLAN\"| n_r2_tor") != std::string::npos);
+  CHECK(pm.find("subgraph machine_1[\"machine 1\"]") != std::string::npos);
 }
 
 TEST_CASE("lanes switch-config prints FRR's three configurations for an frr switch and refuses --agent there",

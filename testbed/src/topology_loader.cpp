@@ -212,6 +212,7 @@ class Loader {
   // per host: explicit task IPs (absent = allocate)
   std::map<int, std::pair<std::optional<Ip4>, std::optional<Ip6>>> explicit_task_;
   std::map<int, std::pair<bool, bool>> explicit_block_;  // rack → (v4 given, v6 given)
+  std::map<int, std::pair<int, int>> rack_pin_;           // rack → (machine, line that pinned it)
   std::map<int, pugi::xml_node> rack_xml_;
   std::map<int, pugi::xml_node> host_xml_;
   // OVERRIDES_ set on every element below N they belong to
@@ -222,6 +223,14 @@ class Loader {
     auto s = parse_switch_stack(a.value());
     if (!s) problem(n, "<{}> switch-stack=\"{}\": expected gobgp or frr", n.name(), a.value());
     return s.value_or(SwitchStack::gobgp);
+  }
+
+  // machine="N": the node's machine in a run over several (0-based); -1
+  // where it is not given
+  int get_machine(const pugi::xml_node& n) {
+    long long m = -1;
+    if (!get_int(n, "machine", 0, kMaxMachines - 1, m)) return -1;
+    return static_cast<int>(m);
   }
 
   void apply_overrides(pugi::xml_node n) {
@@ -257,6 +266,7 @@ Topology Loader::load() {
   check_shape(root, {"name"}, {"addressing", "spine", "rack", "server", "link"});
   if (!overrides_.empty()) apply_overrides(root);
   topo_.file = file_;
+  topo_.loc = loc(root);
   topo_.name = get_name(root, "topology");
 
   topo_.pools.loopback4 = *parse_net4(kLoopback4);
@@ -276,18 +286,20 @@ Topology Loader::load() {
 
   // spines first, then racks (switch, hosts, servers), then fabric servers
   for (auto s : root.children("spine")) {
-    check_shape(s, {"name", "count", "asn", "switch-stack"}, {});
+    check_shape(s, {"name", "count", "asn", "switch-stack", "machine"}, {});
     std::string base = get_name(s);
     long long count = 1, asn = 65000;
     bool counted = get_int(s, "count", 1, kMaxCount, count);
     get_int(s, "asn", 1, 4294967294LL, asn);
     SwitchStack stack = get_stack(s);
+    int machine = get_machine(s);
     for (long long i = 1; i <= count && !base.empty(); ++i) {
       Node node;
       node.name = counted ? base + std::to_string(i) : base;
       node.kind = NodeKind::spine;
       node.asn = static_cast<uint32_t>(asn);
       node.stack = stack;
+      node.machine = machine;
       node.loc = loc(s);
       add_node(std::move(node), s);
     }
@@ -339,7 +351,7 @@ void Loader::load_addressing(const pugi::xml_node& n) {
 
 void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   check_shape(n, {"name", "asn", "switch", "block4", "block6", "buckets", "idle-timer", "unbalanced-timer",
-                  "max-prefixes", "hold-time", "bfd-interval", "bfd-multiplier", "switch-stack"},
+                  "max-prefixes", "hold-time", "bfd-interval", "bfd-multiplier", "switch-stack", "machine"},
               {"host", "server"});
   Rack rack;
   rack.name = get_name(n);
@@ -359,11 +371,13 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   sw.rack = rack_index;
   sw.asn = static_cast<uint32_t>(asn);
   sw.stack = get_stack(n);
+  sw.machine = get_machine(n);
   sw.loc = loc(n);
   if (!valid_name(sw.name) && !stand_in) {
     problem(n, "<rack> switch=\"{}\": names are 1-24 characters of letters, digits, '-' and '_', "
                "starting with a letter or digit", sw.name);
   }
+  if (sw.machine >= 0) rack_pin_[rack_index] = {sw.machine, line_of(n)};
   rack.switch_node = add_node(std::move(sw), n);
   long long v = 0;
   if (get_int(n, "buckets", 1, 32767, v)) rack.sw.buckets = static_cast<uint16_t>(v);
@@ -383,13 +397,20 @@ void Loader::load_rack(const pugi::xml_node& n, int rack_index) {
   topo_.racks.push_back(std::move(rack));
   for (auto h : n.children("host")) load_hosts(h, rack_index);
   for (auto s : n.children("server")) load_servers(s, rack_index);
+  // the rack's pin (its own or a host's) holds for all of it
+  if (auto pin = rack_pin_.find(rack_index); pin != rack_pin_.end()) {
+    const Rack& r = topo_.racks[static_cast<size_t>(rack_index)];
+    for (int x : r.hosts) topo_.nodes[static_cast<size_t>(x)].machine = pin->second.first;
+    for (int x : r.servers) topo_.nodes[static_cast<size_t>(x)].machine = pin->second.first;
+    if (r.switch_node >= 0) topo_.nodes[static_cast<size_t>(r.switch_node)].machine = pin->second.first;
+  }
   if (!n.child("host"))
     problem(n, "rack '{}' has no <host>: a rack holds at least one host (its task block is theirs)",
             topo_.racks.back().name);
 }
 
 void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
-  check_shape(n, {"name", "count", "nics", "rate", "numa", "asn"}, {"nic", "job"});
+  check_shape(n, {"name", "count", "nics", "rate", "numa", "asn", "machine"}, {"nic", "job"});
   std::string base = get_name(n);
   long long count = 1, nics = 4;
   bool counted = get_int(n, "count", 1, kMaxCount, count);
@@ -419,6 +440,19 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
   }
   long long asn = 0;
   bool has_asn = get_int(n, "asn", 1, 4294967294LL, asn);
+  // a host pinned to a machine pins its rack: a rack's hosts, switch and
+  // servers are placed together
+  int host_machine = get_machine(n);
+  if (host_machine >= 0) {
+    int sw = topo_.racks[static_cast<size_t>(rack_index)].switch_node;
+    auto [it, fresh] = rack_pin_.try_emplace(rack_index, host_machine, line_of(n));
+    if (!fresh && it->second.first != host_machine)
+      problem(n, "<host> machine=\"{}\": its rack '{}' is pinned to machine {} at line {}; a rack's hosts, switch "
+                 "and servers share one machine, so this pins a node twice",
+              host_machine, topo_.racks[static_cast<size_t>(rack_index)].name, it->second.first, it->second.second);
+    else if (sw >= 0)
+      topo_.nodes[static_cast<size_t>(sw)].machine = host_machine;
+  }
 
   std::vector<Nic> nic_list(static_cast<size_t>(nics));
   for (int i = 0; i < nics; ++i) {
@@ -532,6 +566,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
     node.name = counted ? base + std::to_string(i) : base;
     node.kind = NodeKind::host;
     node.rack = rack_index;
+    node.machine = -1;  // the rack's, set once the rack is read
     node.nics = nic_list;
     node.job = job_template;
     node.loc = loc(n);
@@ -561,7 +596,7 @@ void Loader::load_servers(const pugi::xml_node& n, int rack_index) {
   if (rack_index >= 0)
     check_shape(n, {"name", "count", "role", "rate"}, {});
   else
-    check_shape(n, {"name", "count", "role", "rate", "attach"}, {});
+    check_shape(n, {"name", "count", "role", "rate", "attach", "machine"}, {});
   std::string base = get_name(n);
   long long count = 1;
   bool counted = get_int(n, "count", 1, kMaxCount, count);
@@ -584,6 +619,7 @@ void Loader::load_servers(const pugi::xml_node& n, int rack_index) {
     node.name = counted ? base + std::to_string(i) : base;
     node.kind = NodeKind::server;
     node.rack = rack_index;
+    node.machine = rack_index < 0 ? get_machine(n) : -1;  // in a rack: the rack's
     node.role = role;
     node.loc = loc(n);
     int idx = add_node(std::move(node), n);

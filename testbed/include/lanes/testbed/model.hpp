@@ -109,6 +109,9 @@ struct Job {
   bool has6() const { return family != JobFamily::ipv4; }
 };
 
+// The most machines a run over several spans (machine="N" takes 0..N-1).
+inline constexpr int kMaxMachines = 1024;
+
 struct Node {
   std::string name;
   NodeKind kind = NodeKind::host;
@@ -120,6 +123,9 @@ struct Node {
   std::optional<Job> job;      // hosts
   ServerRole role = ServerRole::storage;  // servers
   SwitchStack stack = SwitchStack::gobgp;  // rack switches and spines
+  // machine="N" on the node's element (or its rack's): pinned to the Nth
+  // machine of a run over several (partition.hpp); -1: lanes places it
+  int machine = -1;
   SourceLoc loc;
 };
 
@@ -169,6 +175,7 @@ struct AddressPools {
 struct Topology {
   std::string name;
   std::string file;
+  SourceLoc loc;  // the <topology> element
   AddressPools pools;
   std::vector<Node> nodes;
   std::vector<Link> links;
