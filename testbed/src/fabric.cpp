@@ -64,9 +64,25 @@ std::vector<Sysctl> node_sysctls(NodeKind kind) {
   return s;
 }
 
-FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
+bool Shard::local(int node) const {
+  return !placement || placement->machine_of.at(static_cast<size_t>(node)) == machine;
+}
+
+uint32_t Shard::tunnel_mtu() const {
+  bool v6 = !underlay.empty() && underlay.front().is_v6();
+  uint32_t overhead = v6 ? kVxlanOverhead6 : kVxlanOverhead4;
+  uint32_t room = underlay_mtu > overhead ? underlay_mtu - overhead : 0;
+  return std::min<uint32_t>(1500, room);
+}
+
+FabricPlan fabric_plan(const Topology& topo, const std::string& run_id, const Shard* shard) {
   FabricPlan p;
   auto ns = [&](int node) { return RunRegistry::netns_name(run_id, topo.nodes.at(static_cast<size_t>(node)).name); };
+  auto here = [&](int node) { return !shard || shard->local(node); };
+  // the VNI of each link between machines (partition.hpp)
+  std::map<int, const CrossLink*> crossing;
+  if (shard && shard->placement)
+    for (const auto& c : shard->placement->cross) crossing[c.link] = &c;
   // interface indexes chosen here, in link order on each node: side A from
   // kFirstIfindex up, side B from kFirstIfindexB up, so the two ends of a
   // link never share one. A veth whose peer has its own index has its
@@ -78,8 +94,21 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     index[k] = {next_a[static_cast<size_t>(l.a.node)]++, next_b[static_cast<size_t>(l.b.node)]++};
-    p.ifindex[{l.a.node, l.a.ifname}] = index[k].first;
-    p.ifindex[{l.b.node, l.b.ifname}] = index[k].second;
+    bool a_here = here(l.a.node), b_here = here(l.b.node);
+    if (a_here) p.ifindex[{l.a.node, l.a.ifname}] = index[k].first;
+    if (b_here) p.ifindex[{l.b.node, l.b.ifname}] = index[k].second;
+    if (a_here != b_here) {
+      // this machine's end of a tunnel; the other machine makes the other
+      const CrossLink& c = *crossing.at(static_cast<int>(k));
+      int far = a_here ? c.machine_b : c.machine_a;
+      const Endpoint& ep = a_here ? l.a : l.b;
+      p.links.add(ns(ep.node), change::Vxlan{ep.ifname, a_here ? index[k].first : index[k].second, c.vni,
+                                              shard->underlay.at(static_cast<size_t>(shard->machine)),
+                                              shard->underlay.at(static_cast<size_t>(far)), shard->port,
+                                              shard->tunnel_mtu(), link_mac(k, a_here ? 0 : 1)});
+      continue;
+    }
+    if (!a_here) continue;
     // side B placed directly in its namespace; only side A can come up in
     // the creating request, so B is brought up from its own namespace
     p.links.add(ns(l.a.node), change::Veth{l.a.ifname, index[k].first, l.b.ifname, index[k].second, ns(l.b.node),
@@ -91,31 +120,33 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id) {
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     for (auto [ep, idx] : {std::pair{&l.a, index[k].first}, std::pair{&l.b, index[k].second}}) {
+      if (!here(ep->node)) continue;
       p.addresses.add(ns(ep->node), change::Address{idx, ep->ifname, ep->addr4});
       p.addresses.add(ns(ep->node), change::Address{idx, ep->ifname, ep->addr6});
     }
   }
   // permanent neighbours on both ends (neighbors.hpp): no ARP or ND
   for (const auto& e : link_neighbors(topo))
-    p.addresses.add(ns(e.node), change::Neighbor{p.ifindex.at({e.node, e.ifname}), e.ifname, e.ip, e.mac});
+    if (here(e.node))
+      p.addresses.add(ns(e.node), change::Neighbor{p.ifindex.at({e.node, e.ifname}), e.ifname, e.ip, e.mac});
   // line rate: TBF on both ends of shaped links
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     if (l.rate_bps == 0) continue;
-    p.qdiscs.add(ns(l.a.node), change::Tbf{index[k].first, l.a.ifname, l.rate_bps});
-    p.qdiscs.add(ns(l.b.node), change::Tbf{index[k].second, l.b.ifname, l.rate_bps});
+    if (here(l.a.node)) p.qdiscs.add(ns(l.a.node), change::Tbf{index[k].first, l.a.ifname, l.rate_bps});
+    if (here(l.b.node)) p.qdiscs.add(ns(l.b.node), change::Tbf{index[k].second, l.b.ifname, l.rate_bps});
   }
   // impairments on both ends: netem inside their TBF, lanes' program on their egress before it
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     if (!l.impair.any()) continue;
-    p.qdiscs.add(ns(l.a.node), change::Impair{index[k].first, l.a.ifname, l.impair});
-    p.qdiscs.add(ns(l.b.node), change::Impair{index[k].second, l.b.ifname, l.impair});
+    if (here(l.a.node)) p.qdiscs.add(ns(l.a.node), change::Impair{index[k].first, l.a.ifname, l.impair});
+    if (here(l.b.node)) p.qdiscs.add(ns(l.b.node), change::Impair{index[k].second, l.b.ifname, l.impair});
   }
   // servers: default routes through the switch they hang off
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
-    if (l.kind != LinkKind::server) continue;
+    if (l.kind != LinkKind::server || !here(l.b.node)) continue;
     for (IpAddr gw : {IpAddr(l.a.addr4.addr), IpAddr(l.a.addr6.addr)}) {
       Route r{IpNet::default_route(family_of(gw)), std::vector<Via>{{gw, index[k].second, 1}}};
       p.routes.add(ns(l.b.node), change::AddRoute{r});
@@ -155,7 +186,7 @@ Result<int> Fabric::ifindex(int node, const std::string& ifname) {
   return r;
 }
 
-Result<Fabric> Fabric::build(const Topology& topo, const std::string& run_id) {
+Result<Fabric> Fabric::build(const Topology& topo, const std::string& run_id, const Shard* shard) {
   auto impl = std::make_unique<Impl>();
   impl->topo = topo;
   impl->run_id = run_id;
@@ -170,8 +201,14 @@ Result<Fabric> Fabric::build(const Topology& topo, const std::string& run_id) {
   };
 
   // 1. a namespace per node, with its sysctls, and a netlink socket in it
-  for (const auto& node : topo.nodes) {
+  for (size_t i = 0; i < topo.nodes.size(); ++i) {
+    const Node& node = topo.nodes[i];
     if (interrupted()) return fail(os_error(EINTR, "building run " + run_id));
+    if (shard && !shard->local(static_cast<int>(i))) {  // another machine's
+      impl->ns.emplace_back();
+      impl->nl.emplace_back();
+      continue;
+    }
     std::string name = RunRegistry::netns_name(run_id, node.name);
     auto ns = Netns::create(name, node_sysctls(node.kind));
     if (!ns) return fail(ns.error());
@@ -185,7 +222,15 @@ Result<Fabric> Fabric::build(const Topology& topo, const std::string& run_id) {
 
   // 2.-5. links, addresses and neighbours, qdiscs, the servers' routes: the
   // fabric's plan, stage by stage
-  FabricPlan plan = fabric_plan(topo, run_id);
+  FabricPlan plan = fabric_plan(topo, run_id, shard);
+  // the tunnels' underlay: the machine's own namespace
+  Netlink underlay;
+  if (shard && shard->placement && !shard->placement->cross.empty()) {
+    auto u = shard->underlay_ns_fd >= 0 ? Netlink::open_in(shard->underlay_ns_fd, "the machine's network")
+                                        : Netlink::open_here("the machine's network");
+    if (!u) return fail(u.error());
+    underlay = std::move(u).value();
+  }
   std::map<std::string, size_t> node_of;
   for (size_t i = 0; i < topo.nodes.size(); ++i) node_of[RunRegistry::netns_name(run_id, topo.nodes[i].name)] = i;
   PlanTargets targets{[&](const std::string& ns) -> Netlink* {
@@ -195,7 +240,8 @@ Result<Fabric> Fabric::build(const Topology& topo, const std::string& run_id) {
                       [&](const std::string& ns) {
                         auto it = node_of.find(ns);
                         return it == node_of.end() ? -1 : impl->ns[it->second].fd();
-                      }};
+                      },
+                      [&]() -> Netlink* { return &underlay; }};
   struct Stage {
     const KernelPlan& changes;
     std::chrono::microseconds* took;

@@ -33,6 +33,10 @@ std::string describe(const KernelChange& c) {
           [](const change::Netkit& v) {
             return fmt::format("netkit {} ({}) <-> {} ({}) in {}", v.name, v.index, v.peer, v.peer_index, v.peer_ns);
           },
+          [](const change::Vxlan& v) {
+            return fmt::format("vxlan {} ({}) VNI {}, {} -> {} port {}, MTU {}", v.name, v.index, v.vni,
+                               v.local.to_string(), v.remote.to_string(), v.dstport, v.mtu);
+          },
           [](const change::LinkUp& l) {
             return l.gso_max_size ? fmt::format("up {} ({}), GSO up to {} B", l.name, l.index, l.gso_max_size)
                                   : fmt::format("up {} ({})", l.name, l.index);
@@ -88,6 +92,14 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
               auto fd = peer_fd(v.peer_ns);
               if (!fd) return fd.error();
               return nl->create_netkit(v.name, v.index, v.peer, v.peer_index, fd.value(), v.peer_ns);
+            },
+            [&](const change::Vxlan& v) -> Status {
+              Netlink* under = targets.underlay ? targets.underlay() : nullptr;
+              if (!under) return os_error(ENOENT, "no underlay namespace for a link to another machine");
+              auto fd = peer_fd(pc.ns);
+              if (!fd) return fd.error();
+              return under->create_vxlan(v.name, v.index, v.vni, v.local, v.remote, v.dstport, v.mtu, v.mac,
+                                         fd.value(), pc.ns);
             },
             [&](const change::LinkUp& l) { return nl->set_link_up(l.index, true, l.name, l.gso_max_size); },
             [&](const change::Address& a) {

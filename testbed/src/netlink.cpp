@@ -11,6 +11,7 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
+#include <netlink/route/link/vxlan.h>
 #include <netlink/route/neighbour.h>
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/tbf.h>
@@ -256,6 +257,37 @@ Status Netlink::create_veth(const std::string& name, int index, const std::strin
   rtnl_link_veth_release(link);
   if (err < 0) return nl_error(err, what);
   log::debug("{}: created veth {} <-> {} {}", ns_, name, peer_ns, peer);
+  return {};
+}
+
+Status Netlink::create_vxlan(const std::string& name, int index, uint32_t vni, const IpAddr& local,
+                             const IpAddr& remote, uint16_t dstport, uint32_t mtu, const MacAddr& mac, int ns_fd,
+                             const std::string& target_ns, bool up) {
+  std::string what = fmt::format("creating vxlan {} (VNI {}, {} -> {} port {}) from {} in {}", name, vni,
+                                 local.to_string(), remote.to_string(), dstport, ns_, target_ns);
+  if (family_of(local) != family_of(remote)) return os_error(EINVAL, what + ": the two ends' families differ");
+  NlPtr<rtnl_link, link_put> link(rtnl_link_vxlan_alloc());
+  if (!link) return os_error(ENOMEM, what);
+  rtnl_link_set_name(link.get(), name.c_str());
+  if (index > 0) rtnl_link_set_ifindex(link.get(), index);
+  auto lo = parse_addr(local.to_string(), family_of(local));
+  if (!lo) return lo.error();
+  auto re = parse_addr(remote.to_string(), family_of(remote));
+  if (!re) return re.error();
+  NlPtr<nl_addr, nladdr_put> ll(nl_addr_build(AF_LLC, mac.data(), mac.size()));
+  if (!ll) return os_error(ENOMEM, what);
+  int err = 0;
+  for (int e : {rtnl_link_vxlan_set_id(link.get(), vni), rtnl_link_vxlan_set_local(link.get(), lo.value().get()),
+                rtnl_link_vxlan_set_group(link.get(), re.value().get()), rtnl_link_vxlan_set_port(link.get(), dstport),
+                rtnl_link_vxlan_set_learning(link.get(), 0)})
+    if (e < 0 && err == 0) err = e;
+  if (err < 0) return nl_error(err, what);
+  rtnl_link_set_addr(link.get(), ll.get());
+  if (mtu > 0) rtnl_link_set_mtu(link.get(), mtu);
+  if (ns_fd >= 0) rtnl_link_set_ns_fd(link.get(), ns_fd);
+  if (up) rtnl_link_set_flags(link.get(), IFF_UP);
+  if (int e = rtnl_link_add(sock_.get(), link.get(), NLM_F_CREATE | NLM_F_EXCL); e < 0) return nl_error(e, what);
+  log::debug("{}: created vxlan {} VNI {} in {}", ns_, name, vni, target_ns);
   return {};
 }
 

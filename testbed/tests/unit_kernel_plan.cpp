@@ -210,3 +210,64 @@ TEST_CASE("impairments in a topology: a NIC's and a fabric link's, on both ends 
     CHECK(e.find(want) != std::string::npos);
   }
 }
+
+TEST_CASE("fabric plan of one machine's shard: its nodes, and a VXLAN end for each link to another machine",
+          "[unit]") {
+  auto t = load_topology(lanes::test::topology("two-racks.xml"));
+  auto placement = place(t, 2);  // r1 with spine1 on machine 0, r2 on machine 1
+  REQUIRE(placement.cross.size() == 1);
+  const CrossLink& c = placement.cross.front();
+  const Link& crossing = t.links[static_cast<size_t>(c.link)];
+  auto whole = fabric_plan(t, "t1");
+  std::vector<IpAddr> underlay{*parse_ip("198.18.9.1"), *parse_ip("198.18.9.2")};
+  size_t veths = 0, addresses = 0, neighbours = 0, tbfs = 0;
+  std::vector<change::Vxlan> ends;
+  for (int m = 0; m < 2; ++m) {
+    Shard shard{&placement, m, underlay};
+    auto p = fabric_plan(t, "t1", &shard);
+    for (const auto& [ns, v] : p.links.all<change::Veth>()) {
+      // a veth only between two nodes of this machine
+      CHECK(v.peer_ns.find("t1") != std::string::npos);
+      ++veths;
+    }
+    for (const auto& [ns, a] : p.addresses.all<change::Address>()) {
+      INFO(ns);
+      bool mine = false;
+      for (int n : placement.share[static_cast<size_t>(m)].nodes)
+        mine = mine || ns == RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(n)].name);
+      CHECK(mine);
+      ++addresses;
+    }
+    neighbours += p.addresses.all<change::Neighbor>().size();
+    tbfs += p.qdiscs.all<change::Tbf>().size();
+    auto vx = p.links.all<change::Vxlan>();
+    REQUIRE(vx.size() == 1);
+    const auto& [ns, v] = vx.front();
+    int node = m == c.machine_a ? crossing.a.node : crossing.b.node;
+    CHECK(ns == RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(node)].name));
+    CHECK(v.name == (m == c.machine_a ? crossing.a.ifname : crossing.b.ifname));
+    CHECK(v.vni == c.vni);
+    CHECK(v.local == underlay[static_cast<size_t>(m)]);
+    CHECK(v.remote == underlay[static_cast<size_t>(1 - m)]);
+    CHECK(v.dstport == kVxlanPort);
+    CHECK(v.mtu == 1450);  // a 1500-byte underlay leaves 1450 for an IPv4 underlay's VXLAN
+    CHECK(p.ifindex.at({node, v.name}) == v.index);
+    ends.push_back(v);
+  }
+  // the two shards make, together, what one machine would: every veth but
+  // the crossing link's, every address, neighbour and TBF
+  CHECK(veths == whole.links.all<change::Veth>().size() - 1);
+  CHECK(addresses == whole.addresses.all<change::Address>().size());
+  CHECK(neighbours == whole.addresses.all<change::Neighbor>().size());
+  CHECK(tbfs == whole.qdiscs.all<change::Tbf>().size());
+  // the ends' MACs are the veth's, so the permanent neighbours still hold
+  auto v = whole.links.all<change::Veth>().at(static_cast<size_t>(c.link)).second;
+  CHECK(ends[0].mac == v.mac);
+  CHECK(ends[1].mac == v.peer_mac);
+  CHECK(ends[0].mtu == ends[1].mtu);
+  // underlay headroom: a jumbo underlay keeps 1500, an IPv6 one costs 70
+  Shard jumbo{&placement, 0, underlay, kVxlanPort, 9000};
+  CHECK(jumbo.tunnel_mtu() == 1500);
+  Shard v6{&placement, 0, {*parse_ip("2001:2:ff::1"), *parse_ip("2001:2:ff::2")}};
+  CHECK(v6.tunnel_mtu() == 1430);
+}

@@ -13,6 +13,7 @@
 #include "lanes/testbed/kernel_plan.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/partition.hpp"
 #include "lanes/testbed/run_registry.hpp"
 
 namespace lanes::testbed {
@@ -35,7 +36,32 @@ struct FabricPlan {
   KernelPlan links, addresses, qdiscs, routes;
   std::map<std::pair<int, std::string>, int> ifindex;  // (node, ifname) → index
 };
-FabricPlan fabric_plan(const Topology& topo, const std::string& run_id);
+
+// One machine's part of a run over several (partition.hpp): it builds the
+// nodes placed on it; a link with one end here becomes a VXLAN device at
+// that end (VNI from the placement, from this machine's address to the
+// other's, UDP port PORT) with the addresses, MAC, neighbour and rate the
+// veth end would have had, and a link with no end here is left to others.
+struct Shard {
+  const Placement* placement = nullptr;
+  int machine = 0;
+  std::vector<IpAddr> underlay;  // each machine's own address, by machine index
+  uint16_t port = kVxlanPort;
+  // the smallest MTU of the machines' own networks: a tunnel's inner MTU
+  // is the veth's 1500 where it leaves room for VXLAN's headers, lower
+  // (and the same on both ends) where it does not
+  uint32_t underlay_mtu = 1500;
+  // the machine's own network namespace, the tunnels' underlay: -1 is the
+  // builder's own (a real machine's); a test gives an emulated machine's
+  int underlay_ns_fd = -1;
+  bool local(int node) const;
+  uint32_t tunnel_mtu() const;
+};
+// What VXLAN adds to each packet on an IPv4 / IPv6 underlay (outer IP,
+// UDP, VXLAN and inner Ethernet headers).
+inline constexpr uint32_t kVxlanOverhead4 = 50, kVxlanOverhead6 = 70;
+// SHARD, when given, restricts the plan to that machine's part.
+FabricPlan fabric_plan(const Topology& topo, const std::string& run_id, const Shard* shard = nullptr);
 
 struct BuildTimings {
   std::chrono::microseconds namespaces{0}, links{0}, addresses{0}, qdiscs{0}, total{0};
@@ -47,9 +73,11 @@ class Fabric {
   Fabric& operator=(Fabric&&) noexcept;
   ~Fabric();  // closes fds and sockets only; the namespaces stay until teardown
 
-  // Builds every namespace and link of TOPO for run RUN_ID. On failure,
+  // Builds every namespace and link of TOPO for run RUN_ID (with SHARD:
+  // that machine's nodes and its ends of the tunnels; netns() and
+  // netlink() of another machine's node are empty). On failure,
   // everything it created is removed again before the error returns.
-  static Result<Fabric> build(const Topology& topo, const std::string& run_id);
+  static Result<Fabric> build(const Topology& topo, const std::string& run_id, const Shard* shard = nullptr);
   // Opens the namespaces of a run that is up.
   static Result<Fabric> attach(const Topology& topo, const std::string& run_id);
 

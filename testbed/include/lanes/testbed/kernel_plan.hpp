@@ -38,6 +38,18 @@ struct Netkit {
   int peer_index = 0;
   std::string peer_ns;
 };
+// one end of a link between two machines (partition.hpp): a VXLAN device
+// NAME in this namespace, made from the machine's own (the underlay) and
+// up; LOCAL and REMOTE are the two machines' addresses
+struct Vxlan {
+  std::string name;
+  int index = 0;
+  uint32_t vni = 0;
+  IpAddr local, remote;
+  uint16_t dstport = 0;
+  uint32_t mtu = 0;
+  MacAddr mac{};
+};
 struct LinkUp {
   int index = 0;
   std::string name;
@@ -92,7 +104,7 @@ struct AddRule {
 // 35 thousand, and every one took 4.7-4.8 s.
 inline constexpr uint32_t kEndpointGsoMaxSize = 16 * 1024;
 
-using KernelChange = std::variant<change::Veth, change::Netkit, change::LinkUp, change::Address, change::Neighbor,
+using KernelChange = std::variant<change::Veth, change::Netkit, change::Vxlan, change::LinkUp, change::Address, change::Neighbor,
                                   change::Tbf, change::Impair, change::Nexthop, change::Group, change::AddRoute, change::AddRule>;
 
 // One line for a change: "veth swp1 (100) <-> eth0 (100) in lanes-ab12-h1",
@@ -132,6 +144,9 @@ class KernelPlan {
 struct PlanTargets {
   std::function<Netlink*(const std::string& ns)> netlink;
   std::function<int(const std::string& ns)> ns_fd;
+  // the machine's own namespace, which VXLAN devices are made from (only
+  // a plan with links to other machines needs it)
+  std::function<Netlink*()> underlay;
 };
 
 // Makes every change of PLAN in order, each logged (debug); the first that

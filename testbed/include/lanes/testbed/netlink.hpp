@@ -191,6 +191,15 @@ class Netlink {
   // know netkit.
   Status create_netkit(const std::string& name, int index, const std::string& peer, int peer_index,
                        int peer_ns_fd, const std::string& peer_ns);
+  // A VXLAN device NAME (ifindex INDEX, MAC, MTU) for one link between two
+  // machines: created from this socket's namespace (the machine's own,
+  // whose UDP socket carries it: LOCAL to REMOTE, destination port
+  // DSTPORT, VNI) straight into namespace NS_FD, so no interface appears
+  // here. No learning: the link's one neighbour is permanent. It comes up
+  // unless UP is false.
+  Status create_vxlan(const std::string& name, int index, uint32_t vni, const IpAddr& local, const IpAddr& remote,
+                      uint16_t dstport, uint32_t mtu, const MacAddr& mac, int ns_fd, const std::string& target_ns,
+                      bool up = true);
   // Creates a dummy device (e.g. for a task IP).
   Status create_dummy(const std::string& name, int index = 0);
   Status delete_link(const std::string& name);

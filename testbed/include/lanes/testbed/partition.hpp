@@ -23,6 +23,8 @@ namespace lanes::testbed {
 
 // The first VNI lanes gives a crossing link: link i gets kVniBase + i.
 inline constexpr uint32_t kVniBase = 10000;
+// The UDP port of the tunnels unless a run says otherwise (IANA's VXLAN port).
+inline constexpr uint16_t kVxlanPort = 4789;
 
 struct CrossLink {
   int link = -1;               // index into Topology::links
