@@ -84,6 +84,10 @@ TEST_CASE("lanes validate and graph --machines show the placement; what cannot b
   CHECK(v.status == 0);
   CHECK(v.out.find("machine 3: 64 hosts (256 NICs), 2 switches") != std::string::npos);
   CHECK(v.out.find("12 links cross between machines") != std::string::npos);
+  // each machine's share of the footprint: 64 job hosts (host agent and
+  // injector each), 2 switches (gobgpd, FIB agent), the supervisor
+  // (fabric-256 runs no BFD)
+  CHECK(v.out.find("6 tunnels, about 133 daemons in") != std::string::npos);
   auto too_many = run_command(lanes_bin() + " validate " + topology("laptop.xml") + " --machines 2");
   CHECK(too_many.status == 2);
   CHECK(too_many.out.find("laptop.xml:4: 1 rack cannot be split over 2 machines") != std::string::npos);

@@ -62,9 +62,15 @@ nlohmann::json MachineLimits::to_json() const {
 }
 
 Footprint estimate_footprint(const Topology& topo) {
+  return estimate_footprint(topo, [](int) { return true; });
+}
+
+Footprint estimate_footprint(const Topology& topo, const std::function<bool(int)>& counts) {
   Footprint f;
   std::map<int, uint64_t> sessions;  // switch node -> BGP sessions
-  for (const auto& n : topo.nodes) {
+  for (size_t i = 0; i < topo.nodes.size(); ++i) {
+    const Node& n = topo.nodes[i];
+    if (!counts(static_cast<int>(i))) continue;
     ++f.namespaces;
     if (n.kind == NodeKind::host && n.job) {
       ++f.job_hosts;
@@ -73,13 +79,19 @@ Footprint estimate_footprint(const Topology& topo) {
     if (n.kind == NodeKind::spine || n.kind == NodeKind::rack_switch) ++f.switches;
   }
   for (const auto& l : topo.links) {
-    if (l.kind == LinkKind::host_nic) ++sessions[l.a.node];  // one injector session per NIC (per-NIC mode)
-    if (l.kind == LinkKind::fabric) ++sessions[l.a.node], ++sessions[l.b.node];
+    // one injector session per NIC (per-NIC mode)
+    if (l.kind == LinkKind::host_nic && counts(l.a.node)) ++sessions[l.a.node];
+    if (l.kind == LinkKind::fabric) {
+      if (counts(l.a.node)) ++sessions[l.a.node];
+      if (counts(l.b.node)) ++sessions[l.b.node];
+    }
   }
   for (const auto& [node, s] : sessions) f.max_sessions = std::max(f.max_sessions, s);
   f.processes = 2 * f.job_hosts + 2 * f.switches + 1;  // + the supervisor
   // and a lanes-bfdd on each job host and rack switch of a rack with BFD on
-  for (const auto& n : topo.nodes) {
+  for (size_t i = 0; i < topo.nodes.size(); ++i) {
+    const Node& n = topo.nodes[i];
+    if (!counts(static_cast<int>(i))) continue;
     bool bfd_rack = n.rack >= 0 && topo.racks.at(static_cast<size_t>(n.rack)).sw.bfd_interval_ms > 0;
     if (bfd_rack && ((n.kind == NodeKind::host && n.job) || n.kind == NodeKind::rack_switch)) ++f.processes;
   }

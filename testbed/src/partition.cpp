@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "lanes/testbed/limits.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
 namespace lanes::testbed {
@@ -154,10 +155,14 @@ std::string describe(const Topology& t, const Placement& p) {
     for (int n : sh.nodes)
       if (t.nodes[static_cast<size_t>(n)].kind == NodeKind::spine)
         spines += (spines.empty() ? "" : " ") + t.nodes[static_cast<size_t>(n)].name;
-    s += fmt::format("machine {}: {} host{} ({} NICs), {} switch{}, {} server{}, {} tunnel{}; racks {}{}\n", m,
-                     sh.hosts, sh.hosts == 1 ? "" : "s", sh.nics, sh.switches, sh.switches == 1 ? "" : "es",
-                     sh.servers, sh.servers == 1 ? "" : "s", sh.tunnels, sh.tunnels == 1 ? "" : "s",
-                     racks.empty() ? "-" : racks, spines.empty() ? "" : "; spines " + spines);
+    // what it runs, as lanes' footprint counts it (limits.hpp)
+    auto f = estimate_footprint(t, [&](int n) { return p.machine_of[static_cast<size_t>(n)] == m; });
+    s += fmt::format(
+        "machine {}: {} host{} ({} NICs), {} switch{}, {} server{}, {} tunnel{}, about {} daemons in {} MiB; racks "
+        "{}{}\n",
+        m, sh.hosts, sh.hosts == 1 ? "" : "s", sh.nics, sh.switches, sh.switches == 1 ? "" : "es", sh.servers,
+        sh.servers == 1 ? "" : "s", sh.tunnels, sh.tunnels == 1 ? "" : "s", f.processes, f.memory >> 20,
+        racks.empty() ? "-" : racks, spines.empty() ? "" : "; spines " + spines);
   }
   s += fmt::format("{} link{} cross between machines (VXLAN, VNI {}+link)\n", p.cross.size(),
                    p.cross.size() == 1 ? "" : "s", kVniBase);

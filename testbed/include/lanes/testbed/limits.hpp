@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct Footprint {
 };
 
 Footprint estimate_footprint(const Topology& topo);
+// The part of it on the nodes COUNTS says yes to (one machine's share of a
+// run over several; the supervisor counted once).
+Footprint estimate_footprint(const Topology& topo, const std::function<bool(int)>& counts);
 
 // One line per limit the footprint comes near (80%) or passes.
 std::vector<std::string> footprint_warnings(const Footprint& f, const MachineLimits& m);
