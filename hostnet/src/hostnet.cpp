@@ -284,7 +284,7 @@ Status deploy_all(DeployContext& ctx) {
       if (auto st = check_egress_program(n.job->egress_program); !st)
         return os_error(st.error().code().value(), n.name + "'s egress program: " + message_of(st.error()));
   for (size_t i = 0; i < t.nodes.size(); ++i)
-    if (t.nodes[i].kind == NodeKind::host && t.nodes[i].job)
+    if (t.nodes[i].kind == NodeKind::host && t.nodes[i].job && ctx.local(static_cast<int>(i)))
       if (auto st = deploy_host(ctx, static_cast<int>(i)); !st) return st;
   return {};
 }

@@ -112,12 +112,13 @@ SpeakerRef speaker_of(const RunRegistry& reg, const std::string& run_id, const N
 
 bool has_switches(const Topology& t) { return t.count(NodeKind::rack_switch) + t.count(NodeKind::spine) > 0; }
 
-Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std::string& run_id) {
+Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std::string& run_id,
+                            const std::function<bool(int)>& here) {
   std::error_code ec;
   std::filesystem::create_directories(reg.layout(run_id).logs(), ec);
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node& n = t.nodes[i];
-    if (!is_switch(n)) continue;
+    if (!is_switch(n) || (here && !here(static_cast<int>(i)))) continue;
     auto f = switch_files(reg, run_id, n.name);
     std::filesystem::create_directories(f.dir, ec);
     if (ec) return std::system_error(ec, "creating " + f.dir);
@@ -146,10 +147,10 @@ Status write_switch_configs(const Topology& t, const RunRegistry& reg, const std
 Status deploy_switches(DeployContext& ctx) {
   const Topology& t = ctx.tb.topology();
   if (!has_switches(t)) return {};
-  if (auto st = write_switch_configs(t, ctx.reg, ctx.run_id); !st) return st;
+  if (auto st = write_switch_configs(t, ctx.reg, ctx.run_id, [&](int n) { return ctx.local(n); }); !st) return st;
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node& n = t.nodes[i];
-    if (!is_switch(n)) continue;
+    if (!is_switch(n) || !ctx.local(static_cast<int>(i))) continue;
     auto f = switch_files(ctx.reg, ctx.run_id, n.name);
     std::string netns = ctx.tb.netns_name(static_cast<int>(i));
     if (n.stack == SwitchStack::frr) {

@@ -62,7 +62,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
     (void)reg.remove_dir(id);
     return st.error();
   }
-  auto tb = Fabric::build(topo, id);
+  auto tb = Fabric::build(topo, id, opt.shard);
   if (!tb) {
     (void)reg.remove_dir(id);
     return tb.error();
@@ -90,7 +90,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
       }
       return std::system_error(why.code(), msg);
     };
-    DeployContext ctx{*impl->tb, reg, id, {}, bin_dir, {}};
+    DeployContext ctx{*impl->tb, reg, id, {}, bin_dir, {}, opt.shard};
     ctx.features = probe_kernel_features();
     impl->features = ctx.features;
     auto since = [t = t0]() mutable {

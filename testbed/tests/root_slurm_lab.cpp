@@ -73,6 +73,8 @@ TEST_CASE("slurm lab: four machines, a step on each, their own /run, and nothing
   CHECK(lab.run("exec m1 -- ip netns list").out.find("lab-probe") != std::string::npos);
   CHECK(lab.run("exec m2 -- ip netns list").out.find("lab-probe") == std::string::npos);
   CHECK(lanes::test::run_command("ip netns list").out.find("lab-probe") == std::string::npos);
+  // a jumbo underlay: lanes' tunnels keep 1500 bytes inside
+  CHECK(lab.run("exec m3 -- ip link show eth0").out.find("mtu 9000") != std::string::npos);
 
   // the lab's namespaces, to find what might be left in them
   std::set<std::string> names;

@@ -74,7 +74,7 @@ Status deploy_injectors(DeployContext& ctx) {
   RunLayout run = ctx.reg.layout(ctx.run_id);
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node& h = t.nodes[i];
-    if (h.kind != NodeKind::host || !h.job) continue;
+    if (h.kind != NodeKind::host || !h.job || !ctx.local(static_cast<int>(i))) continue;
     auto f = injector_files(run, h.name);
     std::error_code ec;
     std::filesystem::create_directories(run.node_dir("hosts", h.name), ec);

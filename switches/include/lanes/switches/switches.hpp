@@ -7,6 +7,7 @@
 // Either way lanes' bfdd answers the hosts' BFD.
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,11 @@ struct SwitchFiles {
 
 SwitchFiles switch_files(const RunRegistry& reg, const std::string& run_id, const std::string& node);
 bool has_switches(const Topology& topo);
-// Renders and writes every switch's configuration; checks each with
+// Renders and writes every switch's configuration (with HERE: those it
+// says yes to, a machine's in a run over several); checks each with
 // `gobgpd --dry-run`.
-Status write_switch_configs(const Topology& topo, const RunRegistry& reg, const std::string& run_id);
+Status write_switch_configs(const Topology& topo, const RunRegistry& reg, const std::string& run_id,
+                            const std::function<bool(int)>& here = nullptr);
 // The switch role's deploy step: the configurations, then a gobgpd and a
 // FIB agent request per switch.
 Status deploy_switches(DeployContext& ctx);

@@ -42,6 +42,10 @@ struct DeployContext {
   KernelFeatures features;
   std::string bin_dir;              // where lanes' executables are
   std::vector<DaemonRequest> daemons;
+  // a run over several machines: this machine's part (fabric.hpp); a role
+  // deploys onto the nodes local() says are here
+  const Shard* shard = nullptr;
+  bool local(int node) const { return !shard || shard->local(node); }
 };
 
 // <run>/daemons.json: the requests, read by the supervisor.

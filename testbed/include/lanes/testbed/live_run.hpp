@@ -35,6 +35,9 @@ struct LiveRunOptions {
   // what is deployed onto the built testbed, in this order (none: the bare
   // namespaces and links)
   Roles roles;
+  // a run over several machines: only this machine's part is built and
+  // deployed (fabric.hpp); it must outlive the start
+  const Shard* shard = nullptr;
 };
 
 class LiveRun {
