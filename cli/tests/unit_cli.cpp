@@ -79,7 +79,7 @@ TEST_CASE("lanes graph prints DOT and Mermaid", "[unit]") {
   CHECK(mm.out.find("flowchart TB") != std::string::npos);
 }
 
-TEST_CASE("lanes validate and graph --machines show the placement; what cannot be split is refused", "[unit]") {
+TEST_CASE("lanes validate and graph --machines show the placement, what cannot be split is refused", "[unit]") {
   auto v = run_command(lanes_bin() + " validate " + topology("fabric-256.xml") + " --machines 4");
   CHECK(v.status == 0);
   CHECK(v.out.find("machine 3: 64 hosts (256 NICs), 2 switches") != std::string::npos);

@@ -219,7 +219,7 @@ TEST_CASE("host plan of laptop.xml's h1: a link per NIC, per-NIC tables both sid
   CHECK(host_defaults == 2);
 }
 
-TEST_CASE("host plan: single egress leaves through NIC 0; netkit links need no neighbours", "[unit]") {
+TEST_CASE("host plan: single egress leaves through NIC 0, netkit links need no neighbours", "[unit]") {
   HostPlanRig r;
   auto single = r.plan(EgressMode::single, false);
   CHECK(single.all<change::Group>().empty());

@@ -306,7 +306,7 @@ TEST_CASE("checkpoint figures: verified only when every flow's bytes arrived as 
   CHECK(rack_transfer_figures({"h1", "h2"}, {ok, ok}, 2)["bytes_verified"] == true);
 }
 
-TEST_CASE("fetch figures: percentiles over every fetcher's samples; a silent fetcher fails the check", "[unit]") {
+TEST_CASE("fetch figures: percentiles over every fetcher's samples, a silent fetcher fails the check", "[unit]") {
   traffic::FetchResult a, b;
   a.connections = b.connections = 2;
   a.completed = b.completed = 2;
@@ -533,7 +533,7 @@ TEST_CASE("a workload's NIC figures come from its hosts' series, by host, NIC an
   CHECK_FALSE(none.figures.contains("wire_gbps"));
 }
 
-TEST_CASE("exec: ${addr:NODE} becomes the node's address; anything else is the shell's", "[unit]") {
+TEST_CASE("exec: ${addr:NODE} becomes the node's address, anything else is the shell's", "[unit]") {
   FakePhase ph("laptop.xml");
   const auto& h1 = ph.topology.nodes.at(static_cast<size_t>(ph.topology.find_node("h1")));
   const auto& h2 = ph.topology.nodes.at(static_cast<size_t>(ph.topology.find_node("h2")));
@@ -545,7 +545,7 @@ TEST_CASE("exec: ${addr:NODE} becomes the node's address; anything else is the s
   CHECK_THROWS_WITH(expand_addresses("x ${addr:nosuch} y", ph), Catch::Contains("no node named 'nosuch'"));
 }
 
-TEST_CASE("exec: ${addr:...} names a job host or a server; the shell's own ${addr:-x} is left alone", "[unit]") {
+TEST_CASE("exec: ${addr:...} names a job host or a server, the shell's own ${addr:-x} is left alone", "[unit]") {
   FakePhase ph("laptop.xml");
   using lanes::scenarios::expand_addresses;
   CHECK(expand_addresses("echo ${addr:-none}", ph) == "echo ${addr:-none}");

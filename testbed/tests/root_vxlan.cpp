@@ -20,7 +20,7 @@
 
 using namespace lanes::testbed;
 
-TEST_CASE("vxlan: a link between two machines' shards carries full-size frames; nothing appears in the machines",
+TEST_CASE("vxlan: a link between two machines' shards carries full-size frames, nothing appears in the machines",
           "[root]") {
   lanes::test::require_root();
   std::string tag = std::to_string(::getpid() % 100000);

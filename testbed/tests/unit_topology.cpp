@@ -358,7 +358,7 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   CHECK(here.to_json().contains("netdev_max_backlog"));
 }
 
-TEST_CASE("BFD's default interval fits the machine; an interval a file gives is kept, and one it cannot carry is named",
+TEST_CASE("BFD's default interval fits the machine, an interval a file gives is kept, and one it cannot carry is named",
           "[unit]") {
   // a fabric as a user writes it: 12 racks of 48 mixed 2- and 4-NIC hosts, no bfd-interval
   std::string fabric = "<topology name=\"u\"><spine name=\"sp\" asn=\"65000\"/>";
@@ -458,7 +458,7 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
   CHECK_THROWS_AS(load_topology_text(R"(<topology><rack name="r" switch-stack="sonic"><host name="h"><job/></host></rack></topology>)", "b.xml"), InputError);
 }
 
-TEST_CASE("injector: lanes' own, ExaBGP, BIRD or the user's command; BIRD's ADD-PATH is refused with the reason",
+TEST_CASE("injector: lanes' own, ExaBGP, BIRD or the user's command, BIRD's ADD-PATH is refused with the reason",
           "[unit]") {
   auto job = [](const std::string& attrs) {
     return "<topology><rack name=\"r\"><host name=\"h\" nics=\"2\"><job " + attrs + "/></host></rack></topology>";
@@ -493,7 +493,7 @@ TEST_CASE("injector: lanes' own, ExaBGP, BIRD or the user's command; BIRD's ADD-
   CHECK(o.nodes.at(static_cast<size_t>(o.find_node("h"))).job->injector == InjectorKind::bird);
 }
 
-TEST_CASE("program: the user's egress object, next to the topology; it needs a bpf egress unless a scenario overrides it",
+TEST_CASE("program: the user's egress object, next to the topology, it needs a bpf egress unless a scenario overrides it",
           "[unit]") {
   auto dir = std::filesystem::temp_directory_path() / ("lanes-prog-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

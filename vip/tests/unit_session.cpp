@@ -349,7 +349,7 @@ TEST_CASE("IPv6 routes are not sent to a peer that did not negotiate IPv6 unicas
   CHECK(a[0].bytes == message(2, {0, 0, 0, 0}));
 }
 
-TEST_CASE("ROUTE-REFRESH of a negotiated family asks for everything again; of another it is ignored", "[unit]") {
+TEST_CASE("ROUTE-REFRESH of a negotiated family asks for everything again, of another it is ignored", "[unit]") {
   auto s = established();
   auto a = s.received(message(5, {0, 1, 0, 1}), Clock::now());  // IPv4 unicast
   REQUIRE(a.size() == 1);
