@@ -18,11 +18,6 @@ namespace {
 
 }  // namespace
 
-int Placement::machine_of_link_end(const Topology& t, int link, bool side_a) const {
-  const Link& l = t.links.at(static_cast<size_t>(link));
-  return machine_of.at(static_cast<size_t>(side_a ? l.a.node : l.b.node));
-}
-
 Placement place(const Topology& t, int machines) {
   if (machines < 1 || machines > kMaxMachines)
     refuse(t.loc, fmt::format("a run spans 1 to {} machines, not {}", kMaxMachines, machines));

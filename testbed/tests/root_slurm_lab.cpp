@@ -4,6 +4,7 @@
 // and /run/netns, and stop leaves nothing: no process in a lab namespace,
 // no namespace, no file, even after a slurmd was killed mid-step.
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -35,8 +36,9 @@ std::set<std::string> lines(const std::string& text) {
 }
 
 // pids of processes whose network namespace is one of INODES (the lab's
-// namespaces, read while they were there)
-std::set<std::string> in_namespaces(const std::set<std::string>& inodes) {
+// namespaces, read while they were there), and of those whose command is
+// COMM when one is given
+std::set<std::string> in_namespaces(const std::set<std::string>& inodes, const std::string& comm = "") {
   std::set<std::string> pids;
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     std::string pid = e.path().filename();
@@ -44,6 +46,12 @@ std::set<std::string> in_namespaces(const std::set<std::string>& inodes) {
     std::error_code ec;
     auto target = std::filesystem::read_symlink(e.path() / "ns/net", ec).string();
     if (ec) continue;
+    if (!comm.empty()) {
+      std::ifstream c(e.path() / "comm");
+      std::string name;
+      std::getline(c, name);
+      if (name != comm) continue;
+    }
     for (const auto& i : inodes)
       if (target == "net:[" + i + "]") pids.insert(pid);
   }
@@ -85,9 +93,9 @@ TEST_CASE("slurm lab: four machines, a step on each, their own /run, and nothing
   REQUIRE(names.size() == 6);  // the lab network, the controller, 4 machines
   std::set<std::string> inodes;
   for (const auto& n : names) {
-    auto r = lanes::test::run_command("stat -L -c %i /run/netns/" + n);
-    REQUIRE(r.status == 0);
-    inodes.insert(r.out.substr(0, r.out.find('\n')));
+    struct stat info {};
+    REQUIRE(::stat(("/run/netns/" + n).c_str(), &info) == 0);
+    inodes.insert(std::to_string(info.st_ino));
   }
 
   // a step under way on every machine, then m2's slurmd killed: stop must
@@ -97,7 +105,9 @@ TEST_CASE("slurm lab: four machines, a step on each, their own /run, and nothing
   REQUIRE(lanes::test::eventually(
       [&] { return lab.run("exec ctl -- squeue -h -t R -o %A").out.find_first_of("0123456789") != std::string::npos; },
       std::chrono::seconds(20)));
-  REQUIRE(lanes::test::eventually([&] { return in_namespaces(inodes).size() >= 4 + 6; }, std::chrono::seconds(20)));
+  // the step's four tasks, one in each machine
+  REQUIRE(lanes::test::eventually([&] { return in_namespaces(inodes, "sleep").size() == 4; },
+                                  std::chrono::seconds(20)));
   std::string m2;
   {
     std::ifstream in(lab.dir + "/pids/m2");

@@ -45,7 +45,6 @@ struct Placement {
   std::vector<int> machine_of;  // per node
   std::vector<MachineShare> share;  // per machine
   std::vector<CrossLink> cross;     // in link order
-  int machine_of_link_end(const Topology& t, int link, bool side_a) const;
 };
 
 // Places T over MACHINES (1..kMaxMachines). Throws InputError (file:line)
