@@ -1,6 +1,7 @@
 #include "lanes/cli/cli.hpp"
 
 #include "commands.hpp"
+#include "over_slurm.hpp"
 
 #include <unistd.h>
 
@@ -89,7 +90,7 @@ std::map<std::string, ValidatorFn>& validators() {
 
 const std::vector<Command> kBuiltins = {
     {"validate", "FILE...", "check topology, scenario and suite files (nothing is built)", cmd_validate},
-    {"up", "FILE [--run-id ID] [--wait [T]] [--json]",
+    {"up", "FILE [--run-id ID] [--wait [T]] [--over-slurm] [--json]",
      "build a topology and leave it running; --wait: until BGP converged, T in all", cmd_up},
     {"status", "[RUN [NODE...]] [--full] [--json]", "list runs, or show one run's nodes and interfaces", cmd_status},
     {"exec", "RUN NODE -- CMD...", "run a command inside a node's namespace", cmd_exec},
@@ -100,6 +101,8 @@ const std::vector<Command> kBuiltins = {
     {"switch-config", "FILE NODE [--agent]", "print the config lanes renders for a switch (gobgpd, FIB agent, or FRR)", cmd_switch_config},
     {"supervise", "RUN --state-dir DIR [--owner PID:START]", "(internal) keep a run's daemons alive",
      cmd_supervise},
+    {"shard", "FILE --run-id ID --machines LIST", "(internal, run by srun) one machine's part of a run over several",
+     cmd_shard},
     {"keep-world", "--ready-fd FD", "(internal) hold an ordinary user's namespaces while runs live in them",
      cmd_keep_world},
 };

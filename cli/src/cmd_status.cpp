@@ -1,6 +1,7 @@
 // `lanes status`.
 
 #include "commands.hpp"
+#include "over_slurm.hpp"
 
 #include <unistd.h>
 
@@ -348,6 +349,15 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
   bool json = vm.count("json");
   if (run.empty()) {
     print_runs(reg, json, out);
+    if (!json)
+      for (const auto& id : list_slurm_runs())
+        if (auto r = load_slurm_run(id))
+          out << fmt::format("run {} is over {} machines of Slurm job {} (lanes status {})\n", id, r->machines.size(),
+                             r->job_id, id);
+    return kExitOk;
+  }
+  if (auto r = load_slurm_run(run)) {  // over several machines: each one's last word
+    status_over_slurm(*r, json, out);
     return kExitOk;
   }
   if (!reg.exists(run)) {

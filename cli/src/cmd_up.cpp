@@ -1,6 +1,7 @@
 // `lanes up`.
 
 #include "commands.hpp"
+#include "over_slurm.hpp"
 
 #include <unistd.h>
 
@@ -36,6 +37,11 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
       "wait", po::value<std::string>()->implicit_value("120s")->value_name("TIMEOUT"),
       "wait until BGP has converged (read from the switches' kernels), at most TIMEOUT in all, the daemons' start "
       "included (default 120s)")(
+      "over-slurm", "inside a Slurm allocation (salloc/sbatch -N K): build it over the K machines, one shard "
+      "per machine started with srun, links between machines as VXLAN tunnels")(
+      "port", po::value<unsigned>()->value_name("PORT"), "--over-slurm: the tunnels' UDP port (default 4789)")(
+      "underlay-mtu", po::value<unsigned>()->value_name("MTU"),
+      "--over-slurm: the MTU of the machines' own network (default: read from this machine)")(
       "json", "print the result as JSON");
   po::positional_options_description pos;
   pos.add("file", 1);
@@ -47,7 +53,11 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
              "has one next hop per NIC at its rack switch and every switch routes to every rack.\n"
              "TIMEOUT bounds the whole of it, from the start: if the daemons are still starting\n"
              "when it runs out, the run is removed and lanes exits 1 saying how far they got; if\n"
-             "BGP has not converged by then, the run stays up and lanes exits 1."))
+             "BGP has not converged by then, the run stays up and lanes exits 1.\n"
+             "With --over-slurm (inside an allocation of K machines) the racks are split over the\n"
+             "machines (lanes validate --machines K shows how), srun starts 'lanes shard' on each,\n"
+             "and lanes returns once every machine's part is up (with --wait: converged, read from\n"
+             "every machine's switches). 'lanes down RUN' ends the shards' step (scancel)."))
     return kExitOk;
   std::optional<std::chrono::milliseconds> wait;
   if (vm.count("wait")) {
@@ -56,6 +66,24 @@ int cmd_up([[maybe_unused]] const CliContext& cli, const std::vector<std::string
       throw UsageError(fmt::format("--wait '{}': give a duration such as 60s or 500ms", vm["wait"].as<std::string>()));
     wait = d;
   }
+  if (vm.count("over-slurm")) {
+    if (vm.count("run-id") && !RunRegistry::valid_id(run_id))
+      throw UsageError(fmt::format("--run-id '{}': use 1-8 characters of a-z and 0-9", run_id));
+    OverSlurmUp o{file, run_id, wait, 0, 0, vm.count("json") > 0};
+    if (vm.count("port")) {
+      unsigned p = vm["port"].as<unsigned>();
+      if (p == 0 || p > 65535) throw UsageError(fmt::format("--port {}: give 1-65535", p));
+      o.port = static_cast<uint16_t>(p);
+    }
+    if (vm.count("underlay-mtu")) {
+      unsigned m = vm["underlay-mtu"].as<unsigned>();
+      if (m < 1280 || m > 65535) throw UsageError(fmt::format("--underlay-mtu {}: give 1280-65535", m));
+      o.underlay_mtu = m;
+    }
+    if (!have_privileges(err, "up")) return kExitFailure;
+    return up_over_slurm(o, out, err);
+  }
+  if (vm.count("port") || vm.count("underlay-mtu")) throw UsageError("--port and --underlay-mtu go with --over-slurm");
   Topology topo = load_topology(file);  // bad input: exit 2, nothing created
   const MachineLimits limits = read_machine_limits();
   for (const auto& w : footprint_warnings(estimate_footprint(topo), limits))

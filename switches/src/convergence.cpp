@@ -40,7 +40,9 @@ SwitchView read_switch(Netlink& nl) {
 
 }  // namespace
 
-Convergence check_convergence(const Topology& topo, const std::function<Netlink&(int node)>& netlink) {
+Convergence check_convergence(const Topology& topo, const std::function<Netlink&(int node)>& netlink,
+                              const std::function<bool(int node)>& here) {
+  auto ours = [&](int node) { return !here || here(node); };
   Convergence c;
   std::map<int, SwitchView> views;
   auto view = [&](int node) -> const SwitchView& {
@@ -54,6 +56,7 @@ Convergence check_convergence(const Topology& topo, const std::function<Netlink&
   for (const auto& n : topo.nodes) {
     if (n.kind != NodeKind::host || !n.job || n.rack < 0) continue;
     int sw = topo.racks[static_cast<size_t>(n.rack)].switch_node;
+    if (!ours(sw)) continue;
     const SwitchView& v = view(sw);
     std::vector<std::string> prefixes;
     if (n.job->has4()) prefixes.push_back(n.job->task_ip4.to_string() + "/32");
@@ -75,6 +78,7 @@ Convergence check_convergence(const Topology& topo, const std::function<Netlink&
       const Node& s = topo.nodes[i];
       bool spine = s.kind == NodeKind::spine;
       if (!spine && s.kind != NodeKind::rack_switch) continue;
+      if (!ours(static_cast<int>(i))) continue;
       for (const auto& r : topo.racks) {
         if (!spine && r.switch_node == static_cast<int>(i)) continue;  // its own block: per-task routes
         if (r.hosts.empty()) continue;

@@ -4,28 +4,14 @@
 // and /run/netns, and stop leaves nothing: no process in a lab namespace,
 // no namespace, no file, even after a slurmd was killed mid-step.
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 #include <string>
 
-#include "support.hpp"
+#include "slurm_lab.hpp"
 
 namespace {
-
-struct Lab {
-  std::string dir;
-  std::string cmd(const std::string& args) const {
-    return "LANES_SLURM_LAB=" + dir + " " + lanes::test::source_dir() + "/scripts/slurm-lab " + args;
-  }
-  lanes::test::CommandResult run(const std::string& args) const { return lanes::test::run_command(cmd(args)); }
-  ~Lab() { (void)run("stop"); }  // on every path
-};
 
 std::set<std::string> lines(const std::string& text) {
   std::set<std::string> s;
@@ -35,37 +21,15 @@ std::set<std::string> lines(const std::string& text) {
   return s;
 }
 
-// pids of processes whose network namespace is one of INODES (the lab's
-// namespaces, read while they were there), and of those whose command is
-// COMM when one is given
-std::set<std::string> in_namespaces(const std::set<std::string>& inodes, const std::string& comm = "") {
-  std::set<std::string> pids;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::string pid = e.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code ec;
-    auto target = std::filesystem::read_symlink(e.path() / "ns/net", ec).string();
-    if (ec) continue;
-    if (!comm.empty()) {
-      std::ifstream c(e.path() / "comm");
-      std::string name;
-      std::getline(c, name);
-      if (name != comm) continue;
-    }
-    for (const auto& i : inodes)
-      if (target == "net:[" + i + "]") pids.insert(pid);
-  }
-  return pids;
-}
-
 }  // namespace
+
+using lanes::test::in_namespaces;
 
 TEST_CASE("slurm lab: four machines, a step on each, their own /run, and nothing left after stop",
           "[multi-machine]") {
   lanes::test::require_root();
-  for (const char* b : {"/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "/usr/bin/srun"})
-    if (::access(b, X_OK) != 0) lanes::test::not_run("Slurm or munge is not installed (scripts/setup installs them)");
-  Lab lab{(std::filesystem::temp_directory_path() / ("lanes-lab-" + std::to_string(::getpid()))).string()};
+  lanes::test::require_slurm();
+  lanes::test::Lab lab("lab");
   auto st = lab.run("start 4");
   INFO(st.out);
   REQUIRE(st.status == 0);
@@ -85,18 +49,10 @@ TEST_CASE("slurm lab: four machines, a step on each, their own /run, and nothing
   CHECK(lab.run("exec m3 -- ip link show eth0").out.find("mtu 9000") != std::string::npos);
 
   // the lab's namespaces, to find what might be left in them
-  std::set<std::string> names;
-  {
-    std::ifstream in(lab.dir + "/netns");
-    for (std::string n; std::getline(in, n);) names.insert(n);
-  }
+  auto names = lab.netns();
   REQUIRE(names.size() == 6);  // the lab network, the controller, 4 machines
-  std::set<std::string> inodes;
-  for (const auto& n : names) {
-    struct stat info {};
-    REQUIRE(::stat(("/run/netns/" + n).c_str(), &info) == 0);
-    inodes.insert(std::to_string(info.st_ino));
-  }
+  auto inodes = lab.netns_inodes();
+  REQUIRE(inodes.size() == 6);
 
   // a step under way on every machine, then m2's slurmd killed: stop must
   // end what it left there too

@@ -26,7 +26,11 @@ struct Convergence {
   bool done() const { return task_ips_full == task_ips && aggregates_present == aggregates; }
 };
 
-// NETLINK gives the netlink socket of a node (Fabric::netlink).
-Convergence check_convergence(const Topology& topo, const std::function<Netlink&(int node)>& netlink);
+// NETLINK gives the netlink socket of a node (Fabric::netlink). HERE, when
+// given, limits the check to the switches it says yes to (a shard of a run
+// over several machines reads its own machine's switches; the first rank
+// adds up every shard's count).
+Convergence check_convergence(const Topology& topo, const std::function<Netlink&(int node)>& netlink,
+                              const std::function<bool(int node)>& here = {});
 
 }  // namespace lanes::switches
