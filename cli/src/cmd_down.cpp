@@ -40,7 +40,7 @@ int cmd_down([[maybe_unused]] const CliContext& cli, const std::vector<std::stri
     throw UsageError(fmt::format("'{}' is not a run id (1-8 of a-z, 0-9)", run));
   if (!have_privileges(err, "down")) return kExitFailure;
   if (!run.empty())
-    if (auto r = load_slurm_run(run)) return down_over_slurm(*r, out, err);  // a run over several machines
+    if (auto r = SlurmRun::load(run)) return down_over_slurm(*r, out, err);  // a run over several machines
   RunRegistry reg;
   std::vector<std::string> ids;
   if (vm.count("all")) {

@@ -25,7 +25,11 @@ int cmd_exec([[maybe_unused]] const CliContext& cli, const std::vector<std::stri
   po::options_description desc("options");
   std::string run, node;
   desc.add_options()("run", po::value(&run)->required(), "run id")("node", po::value(&node)->required(),
-                                                                    "node name");
+                                                                    "node name")(
+      "in-step", "run as the task of a Slurm job step (a run over several machines): a signal to the step "
+                 "reaches every process of it, CMD's included, so lanes exec takes none (TERM, INT, HUP, USR1, "
+                 "USR2) and waits for CMD")(
+      "hold-go", "start CMD with SIGUSR1 blocked (lanes-traffic --wait-go: a burst's go signal)");
   po::positional_options_description pos;
   pos.add("run", 1).add("node", 1);
   po::variables_map vm;
@@ -49,22 +53,29 @@ int cmd_exec([[maybe_unused]] const CliContext& cli, const std::vector<std::stri
   spec.argv = command;
   spec.netns_fd = ns.value().fd();
   spec.new_session = false;
+  spec.hold_sigusr1 = vm.count("hold-go") > 0;
   spec.env = {{"LANES_RUN", run}, {"LANES_NODE", node}};
-  // ^C goes to the command; lanes waits for it
-  struct sigaction ign {}, old_int{}, old_quit{};
-  ign.sa_handler = SIG_IGN;
-  ::sigaction(SIGINT, &ign, &old_int);
-  ::sigaction(SIGQUIT, &ign, &old_quit);
+  // ^C goes to the command (and in a step, every signal does); lanes
+  // waits for it. A handler, not SIG_IGN: the command starts with the
+  // default actions (a handler is reset at exec, an ignored signal is not)
+  std::vector<int> taken = {SIGINT, SIGQUIT};
+  if (vm.count("in-step")) taken.insert(taken.end(), {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2});
+  struct sigaction none {};
+  none.sa_handler = [](int) {};
+  none.sa_flags = SA_RESTART;
+  std::vector<struct sigaction> old(taken.size());
+  for (size_t i = 0; i < taken.size(); ++i) ::sigaction(taken[i], &none, &old[i]);
+  auto restore = [&] {
+    for (size_t i = 0; i < taken.size(); ++i) ::sigaction(taken[i], &old[i], nullptr);
+  };
   auto d = Daemon::start(spec);
   if (!d) {
-    ::sigaction(SIGINT, &old_int, nullptr);
-    ::sigaction(SIGQUIT, &old_quit, nullptr);
+    restore();
     err << "lanes exec: " << d.error().what() << "\n";
     return 127;
   }
   int rc = d.value().wait();
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGQUIT, &old_quit, nullptr);
+  restore();
   return rc;
 }
 

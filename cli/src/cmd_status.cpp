@@ -350,13 +350,13 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
   if (run.empty()) {
     print_runs(reg, json, out);
     if (!json)
-      for (const auto& id : list_slurm_runs())
-        if (auto r = load_slurm_run(id))
+      for (const auto& id : SlurmRun::list())
+        if (auto r = SlurmRun::load(id))
           out << fmt::format("run {} is over {} machines of Slurm job {} (lanes status {})\n", id, r->machines.size(),
                              r->job_id, id);
     return kExitOk;
   }
-  if (auto r = load_slurm_run(run)) {  // over several machines: each one's last word
+  if (auto r = SlurmRun::load(run)) {  // over several machines: each one's last word
     status_over_slurm(*r, json, out);
     return kExitOk;
   }

@@ -3,10 +3,8 @@
 // `lanes up FILE --over-slurm` starts one job step, `lanes shard` on every
 // machine (srun), and follows the shards' status lines; `lanes down` ends
 // the step (scancel) and gathers what each machine took down; `lanes
-// status` shows each machine's last word. What the first rank keeps of
-// such a run is in <state dir>-slurm/<run>/: slurm.json (the job, the
-// machines, srun's pid) and shards.log (every shard's output, as srun
-// brought it).
+// status` shows each machine's last word (testbed/slurm_run.hpp keeps the
+// run's record and talks to Slurm).
 
 #include <sys/types.h>
 
@@ -17,21 +15,11 @@
 #include <vector>
 
 #include "lanes/cli/cli.hpp"
-#include "lanes/testbed/slurm.hpp"
+#include "lanes/testbed/slurm_run.hpp"
 
 namespace lanes::cli::commands {
 
-struct SlurmRun {
-  std::string run_id, job_id, topology_file;
-  std::vector<testbed::Machine> machines;
-  pid_t srun_pid = 0;
-  uint64_t srun_start_time = 0;
-  std::string dir;  // where the first rank keeps it
-};
-
-std::string slurm_runs_dir();
-std::optional<SlurmRun> load_slurm_run(const std::string& run_id);
-std::vector<std::string> list_slurm_runs();
+using testbed::SlurmRun;
 
 struct OverSlurmUp {
   std::string file, run_id;
