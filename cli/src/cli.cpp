@@ -103,6 +103,8 @@ const std::vector<Command> kBuiltins = {
      cmd_supervise},
     {"shard", "FILE --run-id ID --machines LIST", "(internal, run by srun) one machine's part of a run over several",
      cmd_shard},
+    {"nic-counters", "RUN --nic NODE:IF... --t0-unix-ns T", "(internal, run by srun) a machine's NIC counters per tick",
+     cmd_nic_counters},
     {"keep-world", "--ready-fd FD", "(internal) hold an ordinary user's namespaces while runs live in them",
      cmd_keep_world},
 };

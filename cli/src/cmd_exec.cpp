@@ -74,6 +74,9 @@ int cmd_exec([[maybe_unused]] const CliContext& cli, const std::vector<std::stri
     err << "lanes exec: " << d.error().what() << "\n";
     return 127;
   }
+  // the go may come now: srun and this process have their handlers, the
+  // command has SIGUSR1 blocked (the first rank waits for this line)
+  if (vm.count("hold-go")) err << "lanes exec: holding " << command[0] << " for the go" << std::endl;
   int rc = d.value().wait();
   restore();
   return rc;

@@ -288,4 +288,79 @@ int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::
   return rep.errors.empty() ? kExitOk : kExitFailure;
 }
 
+// `lanes nic-counters`: the byte counters of NICs of this machine, a line
+// per tick, for a scenario's first rank on another machine (its NIC
+// sampler). Ticks are on the wall clock, the basis every machine shares
+// (NTP on a cluster; one clock in the lab): tick i is at T0 + i * EVERY.
+int cmd_nic_counters([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out,
+                     [[maybe_unused]] std::ostream& err) {
+  po::options_description desc("options");
+  std::string run;
+  std::vector<std::string> nics;
+  int64_t t0_ns = 0;
+  unsigned every_ms = 100;
+  desc.add_options()("run", po::value(&run)->required(), "run id")(
+      "nic", po::value(&nics)->required()->multitoken(), "NODE:IFNAME, one or more")(
+      "t0-unix-ns", po::value(&t0_ns)->required(), "tick 0 on the wall clock, in ns since the epoch")(
+      "every-ms", po::value(&every_ms), "the tick");
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("nic-counters"), desc, pos, vm, out,
+             "Run by a scenario's first rank through srun, not by people: prints the NICs' byte\n"
+             "counters, one JSON line per tick, {\"i\": TICK, \"c\": [[TX, RX], ...]}, until SIGTERM."))
+    return kExitOk;
+  if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
+  if (every_ms == 0) throw UsageError("--every-ms: give at least 1");
+  struct Where {
+    std::string ns, ifname;
+  };
+  std::vector<Where> where;
+  std::map<std::string, Netlink> nl;
+  for (const auto& n : nics) {
+    auto colon = n.find(':');
+    if (colon == std::string::npos || colon == 0) throw UsageError(fmt::format("--nic '{}': give NODE:IFNAME", n));
+    Where w{RunRegistry::netns_name(run, n.substr(0, colon)), n.substr(colon + 1)};
+    if (!nl.count(w.ns)) {
+      auto ns = Netns::open(w.ns);
+      if (!ns) {
+        err << "lanes nic-counters: " << message_of(ns.error()) << "\n";
+        return kExitFailure;
+      }
+      auto x = Netlink::open_in(ns.value().fd(), w.ns);
+      if (!x) {
+        err << "lanes nic-counters: " << message_of(x.error()) << "\n";
+        return kExitFailure;
+      }
+      nl.emplace(w.ns, std::move(x).value());
+    }
+    where.push_back(std::move(w));
+  }
+  install_interrupt_handlers();
+  const int64_t every_ns = int64_t{every_ms} * 1'000'000;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  int64_t now_ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  int64_t i = now_ns <= t0_ns ? 0 : (now_ns - t0_ns) / every_ns + 1;
+  for (; !interrupted(); ++i) {
+    int64_t at = t0_ns + i * every_ns;
+    timespec ts{static_cast<time_t>(at / 1'000'000'000), static_cast<long>(at % 1'000'000'000)};
+    while (::clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, nullptr) == EINTR && !interrupted()) {
+    }
+    if (interrupted()) break;
+    std::map<std::string, std::vector<LinkInfo>> links;
+    for (auto& [ns, n] : nl)
+      if (auto l = n.links()) links[ns] = std::move(l).value();
+    nlohmann::json c = nlohmann::json::array();
+    for (const auto& w : where) {
+      nlohmann::json pair = nullptr;  // null: the NIC is not there (now)
+      for (const auto& l : links[w.ns])
+        if (l.name == w.ifname) pair = {l.tx_bytes, l.rx_bytes};
+      c.push_back(pair);
+    }
+    out << nlohmann::json{{"i", i}, {"c", c}}.dump() << std::endl;
+  }
+  return kExitOk;
+}
+
 }  // namespace lanes::cli::commands

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "lanes/cli/cli.hpp"
+#include "lanes/testbed/slurm.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/overrides.hpp"
@@ -68,6 +69,9 @@ int cmd_run(const CliContext& cli, const std::vector<std::string>& args, std::os
       "deadline", po::value(&deadline_text),
       "DURATION (e.g. 14m): stop at it as at Ctrl-C (everything torn down, results written), the scenario "
       "running then failed with the deadline named; exit 1")(
+      "over-slurm", "inside a Slurm allocation (salloc/sbatch -N K): each phase's topology is split over the K "
+                    "machines (as lanes up --over-slurm), its workloads' processes and NIC samplers run where their "
+                    "nodes are, as job steps")(
       "quiet,q", "no progress lines; only the summary");
   po::positional_options_description pos;
   pos.add("file", -1);
@@ -124,6 +128,15 @@ int cmd_run(const CliContext& cli, const std::vector<std::string>& args, std::os
     auto v = load_scenarios(resolve_scenario(f), set);  // bad input: InputError, exit 2, nothing built
     for (auto& s : v) all.push_back(std::move(s));
   }
+  std::optional<tb::Allocation> alloc;
+  if (vm.count("over-slurm")) {
+    auto a = tb::read_allocation();
+    if (!a) {
+      err << "lanes run: --over-slurm: " << tb::message_of(a.error()) << "\n";
+      return kExitBadInput;
+    }
+    alloc = std::move(a).value();
+  }
   if (!have_privileges(err, "run")) return kExitFailure;
   if (out_dir.empty()) out_dir = "lanes-results/" + utc_now("%Y%m%d-%H%M%S");
   std::error_code ec;
@@ -147,6 +160,7 @@ int cmd_run(const CliContext& cli, const std::vector<std::string>& args, std::os
   RunOptions opt;
   opt.roles = cli.roles;
   opt.out_dir = out_dir;
+  if (alloc) opt.over_slurm = &*alloc;
   opt.seed = seed;
   opt.progress = vm.count("quiet") ? nullptr : &out;
   std::string kept;

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "lanes/testbed/netlink.hpp"
@@ -12,23 +15,90 @@ namespace lanes::scenarios {
 
 namespace tb = lanes::testbed;
 
-NicSampler::NicSampler(std::vector<Nic> nics, Clock::time_point t0, std::ostream* progress)
+NicSampler::NicSampler(std::vector<Nic> nics, Clock::time_point t0, std::ostream* progress,
+                       const RemoteSampler& remote, const std::string& log_dir)
     : nics_(std::move(nics)), t0_(t0), progress_(progress) {
   tx_.resize(nics_.size());
   rx_.resize(nics_.size());
+  // tick 0 on the wall clock: the basis the other machines' samplers share
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  int64_t t0_unix_ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec -
+                       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count();
+  std::map<int, std::vector<size_t>> by_machine;
+  for (size_t k = 0; k < nics_.size(); ++k)
+    if (nics_[k].machine >= 0) by_machine[nics_[k].machine].push_back(k);
+  for (auto& [m, ks] : by_machine) {
+    if (!remote) break;
+    std::vector<std::string> specs;
+    for (size_t k : ks) specs.push_back(nics_[k].node + ":" + nics_[k].ifname);
+    std::string log = fmt::format("{}/nic-counters-{}.log", log_dir, m);
+    std::error_code ec;
+    std::filesystem::remove(log, ec);
+    auto d = tb::Daemon::start(remote(m, specs, t0_unix_ns, log));
+    if (!d) continue;  // its NICs read zero: the figures say so
+    feeds_.push_back({std::move(d).value(), log, ks});
+  }
   thread_ = std::thread([this] { loop(); });
+  if (!feeds_.empty()) feed_thread_ = std::thread([this] {
+      while (!stop_) {
+        read_feeds();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+}
+
+void NicSampler::read_feeds() {
+  for (auto& f : feeds_) {
+    std::ifstream in(f.log, std::ios::binary);
+    if (!in) continue;
+    in.seekg(f.read);
+    for (std::string line; std::getline(in, line);) {
+      if (in.eof()) break;  // still being written
+      f.read = in.tellg();
+      auto j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("i") || !j.contains("c")) continue;
+      int64_t i = j["i"].get<int64_t>();
+      const auto& c = j["c"];
+      std::lock_guard<std::mutex> g(mu_);
+      for (size_t x = 0; x < f.nics.size() && x < c.size(); ++x) {
+        size_t k = f.nics[x];
+        if (!c[x].is_array() || c[x].size() != 2) continue;
+        uint64_t tx = c[x][0].get<uint64_t>(), rx = c[x][1].get<uint64_t>();
+        // ticks before the first one seen read as its value: no traffic
+        auto put = [&](std::vector<uint64_t>& v, uint64_t val) {
+          if (i < 0) return;
+          if (v.size() <= static_cast<size_t>(i)) v.resize(static_cast<size_t>(i) + 1, v.empty() ? val : v.back());
+          v[static_cast<size_t>(i)] = val;
+        };
+        put(tx_[k], tx);
+        put(rx_[k], rx);
+      }
+      f.last_tick = std::max(f.last_tick, i);
+    }
+  }
+  cv_.notify_all();
 }
 
 void NicSampler::stop() {
   stop_ = true;
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (feed_thread_.joinable()) feed_thread_.join();
+  for (auto& f : feeds_) (void)f.proc.stop(std::chrono::milliseconds(3000));
+  if (!feeds_.empty()) read_feeds();  // what came before they stopped
   if (progress_ && tty_ && printed_) *progress_ << "\r\033[K" << std::flush;
 }
 
 void NicSampler::wait_sample_after(Clock::time_point t) {
   std::unique_lock<std::mutex> g(mu_);
   cv_.wait_for(g, std::chrono::seconds(1), [&] { return last_sample_ > t || stop_; });
+  // the other machines' too: their lines come a little later
+  int64_t tick = std::chrono::duration_cast<std::chrono::milliseconds>(t - t0_).count() /
+                     static_cast<int64_t>(kSampleS * 1000) + 1;
+  cv_.wait_for(g, std::chrono::seconds(2), [&] {
+    return stop_ || std::all_of(feeds_.begin(), feeds_.end(), [&](const Feed& f) { return f.last_tick >= tick; });
+  });
 }
 
 void NicSampler::set_step(const std::string& s, bool long_step) {
@@ -61,7 +131,7 @@ std::vector<reports::Series> NicSampler::series() const {
 void NicSampler::loop() {
   std::map<int, tb::Netlink> nl;  // per ns fd, opened in this thread
   for (const auto& n : nics_)
-    if (!nl.count(n.ns_fd)) {
+    if (n.ns_fd >= 0 && !nl.count(n.ns_fd)) {
       auto x = tb::Netlink::open_in(n.ns_fd, n.host_name);
       if (x) nl.emplace(n.ns_fd, std::move(x).value());
     }
@@ -77,6 +147,7 @@ void NicSampler::loop() {
     {
       std::lock_guard<std::mutex> g(mu_);
       for (size_t k = 0; k < nics_.size(); ++k) {
+        if (nics_[k].ns_fd < 0) continue;  // another machine's: its feed fills it
         uint64_t tx = tx_[k].empty() ? 0 : tx_[k].back(), rx = rx_[k].empty() ? 0 : rx_[k].back();
         for (const auto& l : links[nics_[k].ns_fd])
           if (l.name == nics_[k].ifname) tx = l.tx_bytes, rx = l.rx_bytes;

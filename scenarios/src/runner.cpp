@@ -24,11 +24,15 @@
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/limits.hpp"
 #include "lanes/testbed/live_run.hpp"
+#include "lanes/testbed/partition.hpp"
+#include "lanes/testbed/slurm_run.hpp"
+#include "lanes/testbed/topology_loader.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/supervisor.hpp"
 #include "lanes/testbed/wait.hpp"
 #include "lanes/hostnet/hostnet.hpp"
+#include "lanes/hostnet/host_agent.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/steady.hpp"
@@ -61,6 +65,31 @@ bool eventually(F pred, milliseconds timeout, milliseconds every = milliseconds(
   return tb::eventually(pred, timeout, every, [] { return tb::interrupted(); });
 }
 
+// What a run over several machines cannot read yet: the kernels' and
+// gobgpd's state of another machine's nodes. Every read fails saying so,
+// and an assertion on it fails with that message.
+class NotAcrossMachines final : public FabricView {
+ public:
+  template <class T>
+  static tb::Result<T> no() {
+    return tb::os_error(ENOTSUP, "reading routes, groups, RIBs, sessions and neighbours of a run over several "
+                                 "machines is not done yet");
+  }
+  tb::Result<std::vector<tb::RouteEntry>> routes(int, int) override { return no<std::vector<tb::RouteEntry>>(); }
+  tb::Result<std::vector<tb::NexthopInfo>> nexthops(int) override { return no<std::vector<tb::NexthopInfo>>(); }
+  tb::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int) override {
+    return no<std::map<uint32_t, std::vector<uint32_t>>>();
+  }
+  tb::Result<std::vector<sw::BgpRoute>> rib(int, int, const std::string&) override {
+    return no<std::vector<sw::BgpRoute>>();
+  }
+  tb::Result<std::vector<SessionCounts>> sessions(int) override { return no<std::vector<SessionCounts>>(); }
+  tb::Result<std::vector<tb::NeighborInfo>> neighbors(int, bool) override { return no<std::vector<tb::NeighborInfo>>(); }
+  tb::Result<std::vector<int>> flow_oifs(int, const std::vector<tb::FlowKey>&) override {
+    return no<std::vector<int>>();
+  }
+};
+
 class PhaseRun final : public StepContext {
  public:
   PhaseRun(const Scenario& sc, const Phase& ph, const RunOptions& opt, ScenarioResult& result, PhaseResult& pr,
@@ -88,11 +117,16 @@ class PhaseRun final : public StepContext {
         throw StepError(fmt::format("run id {} (--run-id {} and phase {}) is longer than 8 characters", lo.run_id,
                                     opt_.run_id_prefix, n));
     }
-    auto live = tb::LiveRun::start(topo_, reg, lo);
-    if (!live) throw StepError("bringing the topology up: " + std::string(live.error().what()));
-    live_.emplace(std::move(live).value());
-    fabric_.emplace(*live_);
-    pr_.run_id = live_->id();
+    if (opt_.over_slurm) {
+      start_over_slurm(lo.run_id, cpus);
+    } else {
+      auto live = tb::LiveRun::start(topo_, reg, lo);
+      if (!live) throw StepError("bringing the topology up: " + std::string(live.error().what()));
+      live_.emplace(std::move(live).value());
+      fabric_.emplace(*live_);
+      view_ = &*fabric_;
+      pr_.run_id = live_->id();
+    }
     say(fmt::format("phase {}: run {} is up (lanes status {})", ph_.name, pr_.run_id, pr_.run_id));
     pr_.config = job_config();
     pr_.config["topology"] = topo_.name;
@@ -148,22 +182,34 @@ class PhaseRun final : public StepContext {
   // The run stays up for the user (lanes run --keep).
   void keep() {
     if (live_) live_->keep();
+    slurm_.reset();  // its shards' step goes on; lanes down ends it
   }
   void down() {
+    if (slurm_) {
+      auto rep = slurm_->down();
+      for (const auto& c : rep.cleaned) say(c);
+      for (const auto& e : rep.errors) say("teardown: " + e);
+      slurm_.reset();
+      return;
+    }
     if (!live_) return;
     auto rep = live_->down();
     for (const auto& e : rep.errors) say("teardown: " + e);
     fabric_.reset();
     live_.reset();
   }
-  std::string run_id() const { return live_ ? live_->id() : ""; }
+  std::string run_id() const { return live_ ? live_->id() : slurm_ ? slurm_->run_id : ""; }
 
   // ---- StepContext ----
 
   const tb::Topology& topo() const override { return topo_; }
-  FabricView& fabric() override { return *fabric_; }
-  int node_ns(const std::string& name) override { return live_->tb().netns(node(name)).fd(); }
+  FabricView& fabric() override { return *view_; }
+  int node_ns(const std::string& name) override {
+    if (slurm_) return remote_ns(name, name);
+    return live_->tb().netns(node(name)).fd();
+  }
   int job_ns(const std::string& host) override {
+    if (slurm_) return remote_ns(host, host + ".job");
     auto it = job_ns_.find(host);
     if (it != job_ns_.end()) return it->second.fd();
     auto ns = tb::Netns::open(hostnet::job_netns(live_->id(), host));
@@ -185,7 +231,22 @@ class PhaseRun final : public StepContext {
   uint64_t seed() const override { return opt_.seed; }
   std::map<int, int> bpf_flow_nics(const std::string& host, int port) override {
     std::map<int, int> nic_of;
-    auto st = hostnet::read_host_agent_state(live_->registry().layout(live_->id()), host);
+    std::optional<hostnet::HostAgentState> st;
+    if (slurm_) {  // the host agent's state file on its machine
+      tb::RunLayout there(tb::RunRegistry::default_base() + "/" + slurm_->run_id);
+      tb::ProcessSpec spec{"cat", slurm_->machine_argv(machine_of(host), {"cat", hostnet::host_agent_files(there, host).state})};
+      spec.new_session = false;
+      auto r = tb::run_capture(spec, std::chrono::seconds(20));
+      if (r && r.value().status == 0) {
+        auto j = json::parse(r.value().out, nullptr, false);
+        if (!j.is_discarded()) try {
+            st = hostnet::HostAgentState::from_json(j);
+          } catch (const std::exception&) {
+          }
+      }
+    } else {
+      st = hostnet::read_host_agent_state(live_->registry().layout(live_->id()), host);
+    }
     if (!st || !st->flows) return nic_of;
     for (const auto& f : *st->flows) {
       if (f.proto != IPPROTO_TCP) continue;
@@ -205,6 +266,7 @@ class PhaseRun final : public StepContext {
   }
 
   void claim_task_ips(const std::string& host, const std::string& victim) override {
+    if (slurm_) throw StepError("rogue-announce: a job claiming another's task IP is not done yet over several machines");
     const auto& vj = *N(victim).job;
     auto nl = tb::Netlink::open_in(job_ns(host), host + " container");
     if (!nl) throw StepError(nl.error().what());
@@ -280,6 +342,7 @@ class PhaseRun final : public StepContext {
   // the kernel for an RCU grace period (the qdisc's deactivation), which on
   // two busy cores takes about 140 ms; one after another, 64 NICs took 9 s.
   void set_nics(const std::vector<std::string>& hosts, int nic, bool up) override {
+    if (slurm_) return set_nics_remote(hosts, nic, up);
     std::vector<std::pair<int, int>> at;  // node, ifindex (resolved here: the cache is not shared)
     for (const auto& h : hosts) {
       auto idx = live_->tb().ifindex(node(h), nic_link(h, nic).b.ifname);
@@ -331,11 +394,29 @@ class PhaseRun final : public StepContext {
     for (size_t i = 0; i < topo_.nodes.size(); ++i) {
       const auto& n = topo_.nodes[i];
       if (n.kind != tb::NodeKind::host || !n.job || !wanted.count(n.name)) continue;
-      for (const auto& nic : n.nics)
-        nics.push_back({static_cast<int>(i), n.name, nic.index, topo_.links[nic.link].b.ifname,
-                        live_->tb().netns(static_cast<int>(i)).fd()});
+      for (const auto& nic : n.nics) {
+        NicSampler::Nic x{static_cast<int>(i), n.name, nic.index, topo_.links[nic.link].b.ifname, -1};
+        if (slurm_) {
+          x.machine = machine_of(n.name);
+          x.node = n.name;
+        } else {
+          x.ns_fd = live_->tb().netns(static_cast<int>(i)).fd();
+        }
+        nics.push_back(std::move(x));
+      }
     }
-    sampler_.emplace(std::move(nics), t0_, opt_.progress);
+    NicSampler::RemoteSampler remote;
+    if (slurm_)
+      remote = [this](int m, const std::vector<std::string>& specs, int64_t t0_ns, const std::string& log) {
+        std::vector<std::string> cmd = {lanes_bin(), "nic-counters", slurm_->run_id, "--t0-unix-ns",
+                                        std::to_string(t0_ns), "--nic"};
+        cmd.insert(cmd.end(), specs.begin(), specs.end());
+        tb::ProcessSpec spec{"NIC counters on " + slurm_->machines.at(static_cast<size_t>(m)).name,
+                             slurm_->machine_argv(m, cmd)};
+        spec.log_path = log;
+        return spec;
+      };
+    sampler_.emplace(std::move(nics), t0_, opt_.progress, remote, dir_);
   }
 
   Proc start_traffic(const std::string& role, int ns, std::vector<std::string> args, const std::string& out,
@@ -347,10 +428,17 @@ class PhaseRun final : public StepContext {
     spec.netns_fd = ns;
     spec.log_path = out;
     spec.hold_sigusr1 = hold_for_go;
+    if (ns <= kRemoteNs) {  // srun here, lanes-traffic on the node's machine
+      const auto& [m, where] = remote_ns_.at(static_cast<size_t>(kRemoteNs - ns));
+      spec.argv = slurm_->remote_argv(m, where, spec.argv, hold_for_go);
+      spec.netns_fd = -1;
+      spec.hold_sigusr1 = false;  // srun takes the go and passes it on
+    }
     std::error_code ec;
     std::filesystem::remove(out, ec);
     auto d = tb::Daemon::start(spec);
     if (!d) throw StepError("starting " + what + ": " + d.error().what());
+    if (ns <= kRemoteNs && hold_for_go) held_remote_.insert(d.value().pid());
     return {role, std::move(d).value(), out};
   }
   Proc start_command(const std::string& role, int ns, const std::string& cmd, const std::string& out,
@@ -358,6 +446,11 @@ class PhaseRun final : public StepContext {
     tb::ProcessSpec spec{role, {"/bin/sh", "-c", cmd}};
     spec.netns_fd = ns;
     spec.log_path = out;
+    if (ns <= kRemoteNs) {  // srun carries lanes' environment, ENV included, to the task
+      const auto& [m, where] = remote_ns_.at(static_cast<size_t>(kRemoteNs - ns));
+      spec.argv = slurm_->remote_argv(m, where, spec.argv);
+      spec.netns_fd = -1;
+    }
     spec.env = std::move(env);
     std::error_code ec;
     std::filesystem::remove(out, ec);
@@ -366,6 +459,18 @@ class PhaseRun final : public StepContext {
     return {role, std::move(d).value(), out};
   }
   void go(std::vector<Proc>& procs) override {
+    // a process on another machine takes its go once lanes exec there said
+    // it holds it (an earlier SIGUSR1 would end srun or lanes exec)
+    for (auto& p : procs)
+      if (held_remote_.count(p.d.pid()))
+        if (!eventually(
+                [&] {
+                  std::ifstream in(p.out);
+                  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+                  return text.find("lanes exec: holding") != std::string::npos || !p.d.running();
+                },
+                milliseconds(60'000), milliseconds(20)))
+          throw StepError(p.role + " on another machine did not start within 60 s");
     for (auto& p : procs) ::kill(p.d.pid(), SIGUSR1);
   }
   std::string traffic() const {
@@ -375,11 +480,16 @@ class PhaseRun final : public StepContext {
     auto listening = [&] {
       tb::ProcessSpec spec{"ss", {"ss", udp ? "-Hlun" : "-Hltn", "sport = :" + std::to_string(port)}};
       spec.netns_fd = fd;
+      if (fd <= kRemoteNs) {
+        const auto& [m, where] = remote_ns_.at(static_cast<size_t>(kRemoteNs - fd));
+        spec.argv = slurm_->remote_argv(m, where, spec.argv);
+        spec.netns_fd = -1;
+      }
       spec.new_session = false;
-      auto r = tb::run_capture(spec, std::chrono::seconds(2));
+      auto r = tb::run_capture(spec, std::chrono::seconds(fd <= kRemoteNs ? 20 : 2));
       return r && r.value().status == 0 && r.value().out.find(std::to_string(port)) != std::string::npos;
     };
-    if (!eventually(listening, milliseconds(5000), milliseconds(20)))
+    if (!eventually(listening, milliseconds(fd <= kRemoteNs ? 20000 : 5000), milliseconds(20)))
       throw StepError(fmt::format("{} does not listen on port {}", who, port));
   }
 
@@ -427,6 +537,7 @@ class PhaseRun final : public StepContext {
     std::string missing;
     bool ok = eventually(
         [&] {
+          if (slurm_) return converged_over_slurm(missing);
           auto c = sw::check_convergence(topo_, [&](int n) -> tb::Netlink& { return live_->tb().netlink(n); });
           missing = c.first_missing;
           return c.done();
@@ -503,13 +614,19 @@ class PhaseRun final : public StepContext {
     tb::ProcessSpec spec{"nft", {"nft", script}};
     spec.netns_fd = fd;
     spec.new_session = false;
-    auto r = tb::run_capture(spec, std::chrono::seconds(5));
+    if (fd <= kRemoteNs) {
+      const auto& [m, on] = remote_ns_.at(static_cast<size_t>(kRemoteNs - fd));
+      spec.argv = slurm_->remote_argv(m, on, spec.argv);
+      spec.netns_fd = -1;
+    }
+    auto r = tb::run_capture(spec, std::chrono::seconds(fd <= kRemoteNs ? 30 : 5));
     if (!r || r.value().status != 0)
       throw StepError("nft in " + where + " failed (" + script + ")" +
                       (r ? ": exit " + std::to_string(r.value().status) : ": " + std::string(r.error().what())));
   }
 
   pid_t daemon_pid(const std::string& node_name, const std::string& daemon) override {
+    if (slurm_) throw StepError("kill: killing a daemon is not done yet over several machines");
     for (const auto& d : tb::supervised_daemons(live_->registry(), live_->id()))
       if (d.node == node_name && d.name == daemon) return d.pid;
     return 0;
@@ -520,7 +637,7 @@ class PhaseRun final : public StepContext {
   // An assertion on the live run: its plug-in, over this run's fabric.
   Assertion live_assert(const Step& st, const LiveAssertion& plugin) {
     LiveContext ctx{topo_,
-                    *fabric_,
+                    *view_,
                     marks_,
                     [this] { return sampler_ ? sampler_->series() : std::vector<Series>{}; },
                     faults_,
@@ -560,6 +677,105 @@ class PhaseRun final : public StepContext {
   std::string dir_;
   std::optional<tb::LiveRun> live_;
   std::optional<LiveFabric> fabric_;  // over live_
+  FabricView* view_ = &not_across_;
+  NotAcrossMachines not_across_;
+
+  // ---- a run over several machines (lanes run --over-slurm) ----
+  std::optional<tb::SlurmRun> slurm_;
+  tb::Placement placement_;
+  // A node's namespace on another machine is no fd here: node_ns and job_ns
+  // hand out kRemoteNs - i for remote_ns_[i] (its machine, and the node as
+  // lanes exec names it), and whatever starts a process there starts srun.
+  static constexpr int kRemoteNs = -2;
+  std::vector<std::pair<int, std::string>> remote_ns_;
+  std::set<pid_t> held_remote_;  // srun of a process on another machine that waits for its go
+  int remote_ns(const std::string& node_name, const std::string& where) {
+    int m = machine_of(node_name);
+    for (size_t i = 0; i < remote_ns_.size(); ++i)
+      if (remote_ns_[i].first == m && remote_ns_[i].second == where) return kRemoteNs - static_cast<int>(i);
+    remote_ns_.push_back({m, where});
+    return kRemoteNs - static_cast<int>(remote_ns_.size() - 1);
+  }
+  int machine_of(const std::string& node_name) const {
+    int i = node(node_name);
+    if (i < 0) throw StepError("no node " + node_name);
+    return placement_.machine_of.at(static_cast<size_t>(i));
+  }
+  std::string lanes_bin() const { return (opt_.bin_dir.empty() ? tb::self_dir() : opt_.bin_dir) + "/lanes"; }
+
+  // every machine's shard says its switches converged (each reads its own)
+  bool converged_over_slurm(std::string& missing) {
+    auto words = slurm_->words();
+    for (size_t i = 0; i < words.size(); ++i)
+      if (!words[i].converged) {
+        missing = slurm_->machines[i].name + ": " + words[i].detail.value("missing", std::string("not converged"));
+        return false;
+      }
+    return true;
+  }
+
+  void start_over_slurm(const std::string& run_id, uint64_t cpus) {
+    const auto& alloc = *opt_.over_slurm;
+    try {
+      placement_ = tb::place(topo_, static_cast<int>(alloc.machines.size()));
+    } catch (const tb::InputError& e) {
+      throw StepError(e.what());
+    }
+    tb::SlurmRunOptions so;
+    so.run_id = run_id;
+    // the file every machine reads: the scenario's topology file where it
+    // holds the text the phase runs, else the text written beside the
+    // phase's results (--out on a file system every machine sees)
+    so.topology_file = sc_.topology_file;
+    {
+      std::ifstream in(sc_.topology_file, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in.good() && !in.eof()) text.clear();
+      if (text != sc_.topology_text) {
+        so.topology_file = std::filesystem::absolute(dir_ + "/topology.xml").string();
+        std::ofstream(so.topology_file, std::ios::binary) << sc_.topology_text;
+      }
+    }
+    so.overrides = ph_.overrides;
+    so.bfd_cpus = cpus;
+    so.lanes = lanes_bin();
+    auto r = tb::SlurmRun::start(alloc, so);
+    if (!r) throw StepError("bringing the topology up over Slurm: " + tb::message_of(r.error()));
+    slurm_.emplace(std::move(r).value());
+    pr_.run_id = slurm_->run_id;
+    std::vector<tb::MachineWord> words;
+    std::string why = slurm_->follow(
+        false, milliseconds(600'000),
+        [&](const tb::ShardEvent& e) {
+          if (e.event == "up")
+            say(fmt::format("phase {}: {} is up ({} nodes, {} tunnels)", ph_.name, e.name, e.detail.value("nodes", 0),
+                            e.detail.value("tunnels", 0)));
+        },
+        [] { return tb::interrupted(); }, words);
+    if (!why.empty()) {
+      down();
+      throw StepError(fmt::format("bringing the topology up over {} machines: {}", alloc.machines.size(), why));
+    }
+    pr_.config["machines"] = alloc.machines.size();
+  }
+
+  // every NIC at once: one step per host on its machine (ip link set)
+  void set_nics_remote(const std::vector<std::string>& hosts, int nic, bool up) {
+    std::vector<tb::Daemon> procs;
+    std::vector<std::string> errors;
+    for (const auto& h : hosts) {
+      tb::ProcessSpec spec{"ip link on " + h,
+                           slurm_->remote_argv(machine_of(h), h,
+                                               {"ip", "link", "set", nic_link(h, nic).b.ifname, up ? "up" : "down"})};
+      spec.new_session = false;
+      auto d = tb::Daemon::start(spec);
+      if (!d) errors.push_back(tb::message_of(d.error()));
+      else procs.push_back(std::move(d).value());
+    }
+    for (size_t i = 0; i < procs.size(); ++i)
+      if (int rc = procs[i].wait(); rc != 0) errors.push_back(fmt::format("{}: exit {}", procs[i].name(), rc));
+    if (!errors.empty()) throw StepError("setting NICs over several machines: " + errors.front());
+  }
   std::map<std::string, tb::Netns> job_ns_;
   std::optional<NicSampler> sampler_;
   Clock::time_point t0_;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "lanes/testbed/role.hpp"
+#include "lanes/testbed/slurm.hpp"
 #include "lanes/reports/result.hpp"
 #include "lanes/scenarios/scenario.hpp"
 
@@ -28,6 +29,10 @@ struct RunOptions {
   std::string run_id_prefix;         // "" = fresh random run ids; else PREFIX1, PREFIX2, ... per phase
   int* phase_seq = nullptr;          // with a prefix: the last number used (shared by a suite's scenarios)
   testbed::Roles roles;              // what each phase's run is made of (the composition root's)
+  // over the machines of this Slurm allocation (lanes run --over-slurm):
+  // each phase's run is split over them (testbed/slurm_run.hpp), its
+  // processes and NIC samplers run where their nodes are, as job steps
+  const testbed::Allocation* over_slurm = nullptr;
 };
 
 reports::ScenarioResult run_scenario(const Scenario& sc, const RunOptions& opt);
