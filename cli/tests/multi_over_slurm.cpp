@@ -10,6 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -170,6 +171,49 @@ TEST_CASE("over slurm: fabric-256 over four machines converges, no spine holds a
   for (const char* m : {"m1", "m2", "m3", "m4"}) CHECK(left_of(lab, m, id).empty());
   CHECK(processes_of(id).empty());
   CHECK(alloc.lanes("status " + id).status != 0);  // forgotten on the first rank too
+}
+
+TEST_CASE("over slurm: a scenario across four machines: save and restore between machines and an all-reduce whose "
+          "ring crosses all four, every byte verified, a quarter per NIC",
+          "[multi-machine]") {
+  lanes::test::require_root();
+  lanes::test::require_slurm();
+  Lab lab("over-slurm-run");
+  auto st = lab.run("start 4");
+  INFO(st.out);
+  REQUIRE(st.status == 0);
+  Allocation alloc(lab, 4);
+  REQUIRE(!alloc.job.empty());
+  REQUIRE(alloc.nodes == "m[1-4]");
+  const std::string out = lab.dir + "/results";
+  const std::string id = "mr" + run_tag();
+  auto run = alloc.lanes("run cross-machine --over-slurm --quiet --run-id " + id + " --out " + out);
+  INFO(run.out);
+  CHECK(run.status == 0);
+  std::ifstream in(out + "/results.json");
+  REQUIRE(in);
+  auto j = nlohmann::json::parse(in);
+  const auto& sc = j["scenarios"].at(0);
+  CHECK(sc["name"] == "cross-machine");
+  const auto& ph = sc["phases"].at(0);
+  CHECK(ph["config"]["machines"] == nlohmann::json::array({"m1", "m2", "m3", "m4"}));
+  std::map<std::string, nlohmann::json> w;
+  for (const auto& x : ph["workloads"]) w[x["name"]] = x;
+  REQUIRE(w.count("save"));
+  REQUIRE(w.count("restore"));
+  REQUIRE(w.count("allreduce"));
+  for (const char* name : {"save", "restore", "allreduce"}) {
+    INFO(name << ": " << w[name].dump());
+    CHECK(w[name]["figures"].value("bytes_verified", false) == true);
+    CHECK(w[name]["figures"].value("connection_errors", -1) == 0);
+  }
+  CHECK(w["allreduce"]["figures"].value("busbw_gbps", 0.0) > 0);
+  int passed = 0;
+  for (const auto& a : sc["assertions"]) passed += a.value("passed", false) ? 1 : 0;
+  CHECK(passed == 5);
+  // the phase's run is gone from every machine
+  for (const char* m : {"m1", "m2", "m3", "m4"}) CHECK(lab.on(m, "ip netns list").out.empty());
+  CHECK(processes_of(id + "1").empty());
 }
 
 TEST_CASE("over slurm: the job cancelled under a run, and a machine's shard killed, leave nothing on any machine",

@@ -133,6 +133,11 @@ class PhaseRun final : public StepContext {
     pr_.config["tcp_congestion"] = sc_.tcp_congestion;
     pr_.config["bfd_interval_ms"] = tb::bfd_load(topo_).min_interval_ms;  // 0: BFD off
     pr_.config["overrides"] = ph_.overrides;
+    if (slurm_) {
+      json names = json::array();
+      for (const auto& m : slurm_->machines) names.push_back(m.name);
+      pr_.config["machines"] = names;
+    }
     pr_.config["cpu_busy_before"] = busy;
     t0_ = Clock::now();
     start_sampler();
@@ -756,7 +761,6 @@ class PhaseRun final : public StepContext {
       down();
       throw StepError(fmt::format("bringing the topology up over {} machines: {}", alloc.machines.size(), why));
     }
-    pr_.config["machines"] = alloc.machines.size();
   }
 
   // every NIC at once: one step per host on its machine (ip link set)
