@@ -216,7 +216,8 @@ TEST_CASE("over slurm: a scenario across four machines: save and restore between
   CHECK(processes_of(id + "1").empty());
 }
 
-TEST_CASE("over slurm: the job cancelled under a run, and a machine's shard killed, leave nothing on any machine",
+TEST_CASE("over slurm: the job cancelled under a run and under a scenario, and a machine's shard killed, leave "
+          "nothing on any machine",
           "[multi-machine]") {
   lanes::test::require_root();
   lanes::test::require_slurm();
@@ -246,6 +247,34 @@ TEST_CASE("over slurm: the job cancelled under a run, and a machine's shard kill
     auto down = alloc.lanes("down " + id);
     INFO(down.out);
     CHECK(down.status == 0);
+  }
+
+  {  // the job cancelled in the middle of a scenario's workload: the run
+     // fails saying so, and nothing is left
+    Allocation alloc(lab, 2);
+    REQUIRE(!alloc.job.empty());
+    REQUIRE(alloc.nodes == "m[1-2]");
+    const std::string log = lab.dir + "/cancelled-run.log";
+    const std::string id = "mw" + run_tag();
+    std::string bg = "(" + lab.cmd("exec m1 -- env " + alloc.env + lanes::test::lanes_bin() +
+                                   " run cross-machine --over-slurm --run-id " + id + " --out " + lab.dir +
+                                   "/cancelled") +
+                     "; echo exit=$?) > " + log + " 2>&1 &";
+    REQUIRE(lanes::test::run_command(bg).status == 0);
+    auto text = [&] {
+      std::ifstream in(log);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    REQUIRE(lanes::test::eventually([&] { return text().find("workload save (checkpoint-save) started") != std::string::npos; },
+                                    std::chrono::seconds(180), std::chrono::milliseconds(200)));
+    REQUIRE(lab.on("m1", "scancel " + alloc.job).status == 0);
+    REQUIRE(lanes::test::eventually([&] { return text().find("exit=") != std::string::npos; }, std::chrono::seconds(120),
+                                    std::chrono::milliseconds(200)));
+    INFO(text());
+    CHECK(text().find("exit=1") != std::string::npos);
+    CHECK(text().find("the run's shards ended under it (Slurm job " + alloc.job + " is gone") != std::string::npos);
+    for (const char* m : {"m1", "m2"}) CHECK(left_of(lab, m, id + "1").empty());
+    CHECK(lanes::test::eventually([&] { return processes_of(id + "1").empty(); }, std::chrono::seconds(30)));
   }
 
   {  // one machine's shard killed: the step ends, the other shard takes its

@@ -147,6 +147,11 @@ class PhaseRun final : public StepContext {
         if (tb::interrupted()) throw StepError("interrupted");
         run_step(st);
       }
+    } catch (const StepError& e) {
+      failure = std::current_exception();
+      // a run over several machines whose shards are gone: that is the
+      // cause, whatever the step saw of it
+      if (slurm_ && !slurm_->step_running()) failure = std::make_exception_ptr(StepError(lost_shards(e.what())));
     } catch (...) {
       failure = std::current_exception();
     }
@@ -707,6 +712,25 @@ class PhaseRun final : public StepContext {
     return placement_.machine_of.at(static_cast<size_t>(i));
   }
   std::string lanes_bin() const { return (opt_.bin_dir.empty() ? tb::self_dir() : opt_.bin_dir) + "/lanes"; }
+
+  // Why the run failed when its shards' step ended under it: the job's
+  // state in Slurm and each machine's last word.
+  std::string lost_shards(const std::string& step_saw) {
+    tb::ProcessSpec spec{"squeue", {"squeue", "-h", "-j", slurm_->job_id, "-o", "%T"}};
+    spec.new_session = false;
+    auto q = tb::run_capture(spec, std::chrono::seconds(20));
+    std::string state = q && q.value().status == 0 ? q.value().out : "";
+    while (!state.empty() && (state.back() == '\n' || state.back() == ' ')) state.pop_back();
+    std::string words;
+    auto w = slurm_->words();
+    for (size_t i = 0; i < w.size(); ++i)
+      words += fmt::format("{}{}: {}", i ? ", " : "", slurm_->machines[i].name,
+                           w[i].down ? "took its part down" : w[i].failed ? "failed" : "lost (said '" + w[i].last + "' last)");
+    return fmt::format("the run's shards ended under it ({}): {}; the step then: {}",
+                       state.empty() ? "Slurm job " + slurm_->job_id + " is gone: cancelled, or it ended"
+                                     : "Slurm job " + slurm_->job_id + " is " + state + ": its step was cancelled or a machine was lost",
+                       words, step_saw);
+  }
 
   // every machine's shard says its switches converged (each reads its own)
   bool converged_over_slurm(std::string& missing) {
