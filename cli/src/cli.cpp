@@ -105,6 +105,8 @@ const std::vector<Command> kBuiltins = {
      cmd_shard},
     {"nic-counters", "RUN --nic NODE:IF... --t0-unix-ns T", "(internal, run by srun) a machine's NIC counters per tick",
      cmd_nic_counters},
+    {"fabric-query", "RUN QUERY", "(internal, run by srun) a question about this machine's part of a run",
+     cmd_fabric_query},
     {"keep-world", "--ready-fd FD", "(internal) hold an ordinary user's namespaces while runs live in them",
      cmd_keep_world},
 };

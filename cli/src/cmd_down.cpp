@@ -145,6 +145,19 @@ int cmd_clean([[maybe_unused]] const CliContext& cli, const std::vector<std::str
     out << fmt::format("{} {} (a lanes process died creating or removing a run there)\n",
                        dry ? "would remove" : "removed", path);
   }
+  // runs over several machines that a lanes run held and that died with it:
+  // their shards' step, and what is left on each machine, through Slurm
+  for (const auto& id : SlurmRun::list()) {
+    auto r = SlurmRun::load(id);
+    if (!r || !r->holder_dead()) continue;
+    if (dry) {
+      out << fmt::format("would take down run {} over {} machines (the lanes process that held it is gone)\n", id,
+                         r->machines.size());
+      continue;
+    }
+    out << fmt::format("run {} over {} machines: the lanes process that held it is gone; ", id, r->machines.size());
+    if (down_over_slurm(*r, out, err) != kExitOk) rc = kExitFailure;
+  }
   for (const auto& why : plan.left_alone) out << "left alone: " << why << "\n";
   if (!dry)
     out << fmt::format("clean: {} runs removed ({} namespaces, {} processes)", plan.targets.size(), namespaces,

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/switches/convergence.hpp"
 #include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/interrupt.hpp"
@@ -360,6 +361,45 @@ int cmd_nic_counters([[maybe_unused]] const CliContext& cli, const std::vector<s
     }
     out << nlohmann::json{{"i", i}, {"c", c}}.dump() << std::endl;
   }
+  return kExitOk;
+}
+
+// `lanes fabric-query`: one question about this machine's part of a run
+// (a node's routes, groups, buckets, RIB, sessions, neighbours), asked by
+// the first rank of a run over several machines through srun; the answer
+// is one JSON line ({"ok": ...} or {"error": ...}).
+int cmd_fabric_query([[maybe_unused]] const CliContext& cli, const std::vector<std::string>& args, std::ostream& out,
+                     std::ostream& err) {
+  po::options_description desc("options");
+  std::string run, query;
+  desc.add_options()("run", po::value(&run)->required(), "run id")("query", po::value(&query)->required(),
+                                                                    "the question as JSON");
+  po::positional_options_description pos;
+  pos.add("run", 1).add("query", 1);
+  po::variables_map vm;
+  if (!parse(args, cmd_named("fabric-query"), desc, pos, vm, out,
+             "Run by a scenario's first rank through srun, not by people."))
+    return kExitOk;
+  if (!RunRegistry::valid_id(run)) throw UsageError(fmt::format("'{}' is not a run id", run));
+  auto q = nlohmann::json::parse(query, nullptr, false);
+  if (q.is_discarded() || !q.is_object()) throw UsageError("the query is not a JSON object");
+  RunRegistry reg;
+  Topology topo;
+  try {  // as the run loaded it: with the overrides of the scenario's phase
+    auto state = reg.load(run);
+    topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology(),
+                              state ? state.value().overrides : Overrides{});
+  } catch (const std::exception& e) {
+    err << "lanes fabric-query: cannot read run " << run << "'s topology here: " << e.what() << "\n";
+    return kExitFailure;
+  }
+  int node = q.value("node", -1);
+  if (node < 0 || static_cast<size_t>(node) >= topo.nodes.size()) {
+    out << nlohmann::json{{"error", "no node " + std::to_string(node) + " in run " + run}}.dump() << "\n";
+    return kExitOk;
+  }
+  auto view = scenarios::LiveFabric::at_rest(reg, run, topo);
+  out << scenarios::answer_query(*view, q).dump() << "\n";
   return kExitOk;
 }
 

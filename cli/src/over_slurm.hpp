@@ -33,6 +33,7 @@ int down_over_slurm(const SlurmRun& r, std::ostream& out, std::ostream& err);
 void status_over_slurm(const SlurmRun& r, bool json, std::ostream& out);
 
 int cmd_nic_counters(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+int cmd_fabric_query(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace lanes::cli::commands

@@ -65,31 +65,6 @@ bool eventually(F pred, milliseconds timeout, milliseconds every = milliseconds(
   return tb::eventually(pred, timeout, every, [] { return tb::interrupted(); });
 }
 
-// What a run over several machines cannot read yet: the kernels' and
-// gobgpd's state of another machine's nodes. Every read fails saying so,
-// and an assertion on it fails with that message.
-class NotAcrossMachines final : public FabricView {
- public:
-  template <class T>
-  static tb::Result<T> no() {
-    return tb::os_error(ENOTSUP, "reading routes, groups, RIBs, sessions and neighbours of a run over several "
-                                 "machines is not done yet");
-  }
-  tb::Result<std::vector<tb::RouteEntry>> routes(int, int) override { return no<std::vector<tb::RouteEntry>>(); }
-  tb::Result<std::vector<tb::NexthopInfo>> nexthops(int) override { return no<std::vector<tb::NexthopInfo>>(); }
-  tb::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int) override {
-    return no<std::map<uint32_t, std::vector<uint32_t>>>();
-  }
-  tb::Result<std::vector<sw::BgpRoute>> rib(int, int, const std::string&) override {
-    return no<std::vector<sw::BgpRoute>>();
-  }
-  tb::Result<std::vector<SessionCounts>> sessions(int) override { return no<std::vector<SessionCounts>>(); }
-  tb::Result<std::vector<tb::NeighborInfo>> neighbors(int, bool) override { return no<std::vector<tb::NeighborInfo>>(); }
-  tb::Result<std::vector<int>> flow_oifs(int, const std::vector<tb::FlowKey>&) override {
-    return no<std::vector<int>>();
-  }
-};
-
 class PhaseRun final : public StepContext {
  public:
   PhaseRun(const Scenario& sc, const Phase& ph, const RunOptions& opt, ScenarioResult& result, PhaseResult& pr,
@@ -300,7 +275,7 @@ class PhaseRun final : public StepContext {
   }
   void say(const std::string& s) override {
     if (opt_.progress) *opt_.progress << "  " << s << "\n" << std::flush;
-    if (steps_) *steps_ << fmt::format("{:8.3f} {} {}", live_ ? now_s() : 0.0, ph_.name, s) << "\n" << std::flush;
+    if (steps_) *steps_ << fmt::format("{:8.3f} {} {}", live_ || slurm_ ? now_s() : 0.0, ph_.name, s) << "\n" << std::flush;
   }
   void figure(const std::string& key, json value) override { pr_.config[key] = std::move(value); }
   void record_fault(const std::string& label, json record) override {
@@ -424,6 +399,7 @@ class PhaseRun final : public StepContext {
         tb::ProcessSpec spec{"NIC counters on " + slurm_->machines.at(static_cast<size_t>(m)).name,
                              slurm_->machine_argv(m, cmd)};
         spec.log_path = log;
+        spec.die_with_parent = true;
         return spec;
       };
     sampler_.emplace(std::move(nics), t0_, opt_.progress, remote, dir_);
@@ -443,6 +419,7 @@ class PhaseRun final : public StepContext {
       spec.argv = slurm_->remote_argv(m, where, spec.argv, hold_for_go);
       spec.netns_fd = -1;
       spec.hold_sigusr1 = false;  // srun takes the go and passes it on
+      spec.die_with_parent = true;  // and ends, and with it the task, if lanes run dies
     }
     std::error_code ec;
     std::filesystem::remove(out, ec);
@@ -460,6 +437,7 @@ class PhaseRun final : public StepContext {
       const auto& [m, where] = remote_ns_.at(static_cast<size_t>(kRemoteNs - ns));
       spec.argv = slurm_->remote_argv(m, where, spec.argv);
       spec.netns_fd = -1;
+      spec.die_with_parent = true;
     }
     spec.env = std::move(env);
     std::error_code ec;
@@ -596,7 +574,7 @@ class PhaseRun final : public StepContext {
       size_t count = static_cast<size_t>(st.integer("count"));
       auto t = st.duration("timeout", milliseconds(30'000));
       auto start = Clock::now();
-      TaskGroups groups(topo_, *fabric_, !st.has("family") ? 0 : st.str("family") == "ipv6" ? AF_INET6 : AF_INET);
+      TaskGroups groups(topo_, *view_, !st.has("family") ? 0 : st.str("family") == "ipv6" ? AF_INET6 : AF_INET);
       bool ok = scenarios::eventually([&] { return groups.all_have(hosts, count); }, t, milliseconds(20));
       double took = std::chrono::duration<double>(Clock::now() - start).count();
       auto missing = [&] {
@@ -687,8 +665,8 @@ class PhaseRun final : public StepContext {
   std::string dir_;
   std::optional<tb::LiveRun> live_;
   std::optional<LiveFabric> fabric_;  // over live_
-  FabricView* view_ = &not_across_;
-  NotAcrossMachines not_across_;
+  FabricView* view_ = nullptr;
+  std::optional<RemoteFabric> remote_view_;  // over slurm_: each question asked on its node's machine
 
   // ---- a run over several machines (lanes run --over-slurm) ----
   std::optional<tb::SlurmRun> slurm_;
@@ -768,10 +746,23 @@ class PhaseRun final : public StepContext {
     so.overrides = ph_.overrides;
     so.bfd_cpus = cpus;
     so.lanes = lanes_bin();
+    so.held = true;  // a run of lanes run is dead once lanes run is
     auto r = tb::SlurmRun::start(alloc, so);
     if (!r) throw StepError("bringing the topology up over Slurm: " + tb::message_of(r.error()));
     slurm_.emplace(std::move(r).value());
     pr_.run_id = slurm_->run_id;
+    remote_view_.emplace([this](int n, const std::string& query) -> tb::Result<std::string> {
+      int m = placement_.machine_of.at(static_cast<size_t>(n));
+      tb::ProcessSpec spec{"fabric-query", slurm_->machine_argv(m, {lanes_bin(), "fabric-query", slurm_->run_id, query})};
+      spec.new_session = false;
+      auto answer = tb::run_capture(spec, std::chrono::seconds(30));
+      if (!answer) return answer.error();
+      if (answer.value().status != 0)
+        return tb::os_error(EIO, fmt::format("lanes fabric-query on {} exited with status {}",
+                                             slurm_->machines.at(static_cast<size_t>(m)).name, answer.value().status));
+      return answer.value().out;
+    });
+    view_ = &*remote_view_;
     std::vector<tb::MachineWord> words;
     std::string why = slurm_->follow(
         false, milliseconds(600'000),

@@ -102,7 +102,8 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id, const Sh
       const CrossLink& c = *crossing.at(static_cast<int>(k));
       int far = a_here ? c.machine_b : c.machine_a;
       const Endpoint& ep = a_here ? l.a : l.b;
-      p.links.add(ns(ep.node), change::Vxlan{ep.ifname, a_here ? index[k].first : index[k].second, c.vni,
+      p.links.add(ns(ep.node), change::Vxlan{ep.ifname, a_here ? index[k].first : index[k].second,
+                                             c.vni + vni_offset(run_id),
                                               shard->underlay.at(static_cast<size_t>(shard->machine)),
                                               shard->underlay.at(static_cast<size_t>(far)), shard->port,
                                               shard->tunnel_mtu(), link_mac(k, a_here ? 0 : 1)});

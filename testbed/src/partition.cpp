@@ -21,6 +21,9 @@ namespace {
 Placement place(const Topology& t, int machines) {
   if (machines < 1 || machines > kMaxMachines)
     refuse(t.loc, fmt::format("a run spans 1 to {} machines, not {}", kMaxMachines, machines));
+  if (machines > 1 && t.links.size() > kVniRunStride - kVniBase)
+    refuse(t.loc, fmt::format("{} links: a run over several machines carries at most {} (each its VNI)",
+                              t.links.size(), kVniRunStride - kVniBase));
   Placement p;
   p.machines = machines;
   p.machine_of.assign(t.nodes.size(), -1);
@@ -162,6 +165,12 @@ std::string describe(const Topology& t, const Placement& p) {
   s += fmt::format("{} link{} cross between machines (VXLAN, VNI {}+link)\n", p.cross.size(),
                    p.cross.size() == 1 ? "" : "s", kVniBase);
   return s;
+}
+
+uint32_t vni_offset(const std::string& run_id) {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (unsigned char c : run_id) h = (h ^ c) * 16777619u;
+  return kVniRunStride * (h % kVniRunSlots);
 }
 
 }  // namespace lanes::testbed

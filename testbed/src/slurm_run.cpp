@@ -1,6 +1,7 @@
 #include "lanes/testbed/slurm_run.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -77,7 +78,8 @@ nlohmann::json SlurmRun::to_json() const {
   nlohmann::json m = nlohmann::json::array();
   for (const auto& x : machines) m.push_back({{"name", x.name}, {"addr", x.addr.to_string()}});
   return {{"run_id", run_id}, {"job_id", job_id},     {"topology_file", topology_file},     {"lanes", lanes},
-          {"machines", m},    {"srun_pid", srun_pid}, {"srun_start_time", srun_start_time}};
+          {"machines", m},    {"srun_pid", srun_pid}, {"srun_start_time", srun_start_time},
+          {"holder_pid", holder_pid}, {"holder_start_time", holder_start_time}};
 }
 
 std::optional<SlurmRun> SlurmRun::load(const std::string& run_id) {
@@ -94,6 +96,8 @@ std::optional<SlurmRun> SlurmRun::load(const std::string& run_id) {
   r.lanes = j.value("lanes", "");
   r.srun_pid = j.value("srun_pid", 0);
   r.srun_start_time = j.value("srun_start_time", uint64_t{0});
+  r.holder_pid = j.value("holder_pid", 0);
+  r.holder_start_time = j.value("holder_start_time", uint64_t{0});
   for (const auto& m : j.value("machines", nlohmann::json::array()))
     if (auto a = parse_ip(m.value("addr", ""))) r.machines.push_back({m.value("name", ""), *a});
   return r;
@@ -110,6 +114,11 @@ std::vector<std::string> SlurmRun::list() {
 
 bool SlurmRun::step_running() const {
   return srun_pid > 0 && ::kill(srun_pid, 0) == 0 && process_start_time(srun_pid) == srun_start_time;
+}
+
+bool SlurmRun::holder_dead() const {
+  if (holder_pid <= 0) return false;  // lanes up's: it lives on its own
+  return ::kill(holder_pid, 0) != 0 || process_start_time(holder_pid) != holder_start_time;
 }
 
 int SlurmRun::machine_index(const std::string& name) const {
@@ -188,6 +197,11 @@ Result<SlurmRun> SlurmRun::start(const Allocation& alloc, const SlurmRunOptions&
   ProcessSpec spec{"srun (the shards of run " + r.run_id + ")", argv};
   spec.log_path = r.log_path();
   spec.new_session = true;  // outlives lanes up; lanes down ends it
+  spec.die_with_parent = opt.held;  // lanes run's ends with it
+  if (opt.held) {
+    r.holder_pid = ::getpid();
+    r.holder_start_time = process_start_time(r.holder_pid);
+  }
   auto srun = Daemon::start(spec);
   if (!srun) {
     std::filesystem::remove_all(r.dir, ec);
@@ -263,6 +277,12 @@ SlurmDownReport SlurmRun::down() const {
       ::kill(srun_pid, SIGKILL);
       (void)eventually([&] { return !step_running(); }, std::chrono::seconds(30), std::chrono::milliseconds(100));
     }
+  }
+  // what else of the run still runs as a step (processes on the machines): ended
+  if (auto o = capture({"squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"}, std::chrono::seconds(20))) {
+    std::istringstream in(o.value());
+    for (std::string id, name; in >> id >> name;)
+      if (name.rfind(step_name(run_id) + "-task", 0) == 0) (void)capture({"scancel", id}, std::chrono::seconds(20));
   }
   std::streamoff off = 0;
   std::map<int, nlohmann::json> said;  // each machine's down (or a failed start, which removed its part)

@@ -72,7 +72,9 @@ TEST_CASE("vxlan: a link between two machines' shards carries full-size frames, 
   // each end a VXLAN device with the link's VNI, up, in the node's namespace
   auto spine_dev = lanes::test::run_command("ip -d -n " + spine + " link show " + l.a.ifname);
   INFO(spine_dev.out);
-  CHECK(spine_dev.out.find("vxlan id " + std::to_string(placement.cross.front().vni)) != std::string::npos);
+  // the link's VNI, in the run's own slot
+  CHECK(spine_dev.out.find("vxlan id " + std::to_string(placement.cross.front().vni + vni_offset(run_id))) !=
+        std::string::npos);
   CHECK(spine_dev.out.find("remote 198.18.9.2 local 198.18.9.1") != std::string::npos);
   CHECK(spine_dev.out.find("mtu 1500") != std::string::npos);  // the jumbo underlay leaves room
   CHECK(lanes::test::run_command("ip -d -n " + tor + " link show " + l.b.ifname).out.find("vxlan id") !=

@@ -246,7 +246,7 @@ TEST_CASE("fabric plan of one machine's shard: its nodes, and a VXLAN end for ea
     int node = m == c.machine_a ? crossing.a.node : crossing.b.node;
     CHECK(ns == RunRegistry::netns_name("t1", t.nodes[static_cast<size_t>(node)].name));
     CHECK(v.name == (m == c.machine_a ? crossing.a.ifname : crossing.b.ifname));
-    CHECK(v.vni == c.vni);
+    CHECK(v.vni == c.vni + vni_offset("t1"));  // the link's VNI in the run's own slot
     CHECK(v.local == underlay[static_cast<size_t>(m)]);
     CHECK(v.remote == underlay[static_cast<size_t>(1 - m)]);
     CHECK(v.dstport == kVxlanPort);

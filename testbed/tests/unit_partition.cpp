@@ -158,3 +158,17 @@ TEST_CASE("partition: what cannot be split is refused with its line") {
   CHECK_THROWS_AS(load_topology_text(fabric({2}, 1, " machine=\"-1\""), "p.xml"), InputError);
   CHECK_THROWS_AS(place(load_topology_text(fabric({2}, 1), "p.xml"), 0), InputError);
 }
+
+TEST_CASE("partition: each run's VNIs in a slot of its own, the same for the same run id", "[unit]") {
+  CHECK(vni_offset("ab12") == vni_offset("ab12"));
+  CHECK(vni_offset("ab12") % kVniRunStride == 0);
+  std::set<uint32_t> slots;
+  for (int i = 0; i < 64; ++i) {
+    uint32_t o = vni_offset("r" + std::to_string(i));
+    CHECK(o < kVniRunStride * kVniRunSlots);
+    slots.insert(o);
+  }
+  CHECK(slots.size() > 40);  // spread over the slots, not piled into a few
+  // the largest VNI a run can have stays a VNI (24 bits)
+  CHECK(kVniBase + kVniRunStride * kVniRunSlots < (1u << 24));
+}

@@ -7,10 +7,16 @@
 #include <cstdint>
 #include <sys/socket.h>
 
+#include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/netlink.hpp"
+#include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/live_run.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/switches/gobgp_client.hpp"
@@ -43,9 +49,15 @@ class FabricView {
   virtual testbed::Result<std::vector<int>> flow_oifs(int node, const std::vector<testbed::FlowKey>& flows) = 0;
 };
 
+// A view of a run's kernels and speakers on this machine: a run this
+// process holds, or (at_rest) the part of a run that another process
+// holds here (a shard's, asked by the first rank of a run over several
+// machines), its namespaces opened as they are asked for.
 class LiveFabric : public FabricView {
  public:
-  explicit LiveFabric(testbed::LiveRun& run) : run_(run) {}
+  explicit LiveFabric(testbed::LiveRun& run);
+  static std::unique_ptr<LiveFabric> at_rest(const testbed::RunRegistry& reg, const std::string& run_id,
+                                             const testbed::Topology& topo);
   testbed::Result<std::vector<testbed::RouteEntry>> routes(int node, int family) override;
   testbed::Result<std::vector<testbed::NexthopInfo>> nexthops(int node) override;
   testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override;
@@ -55,8 +67,41 @@ class LiveFabric : public FabricView {
   testbed::Result<std::vector<int>> flow_oifs(int node, const std::vector<testbed::FlowKey>& flows) override;
 
  private:
+  LiveFabric() = default;
   switches::SpeakerRef speaker(int node);
-  testbed::LiveRun& run_;
+  // NODE's namespace fd and netlink socket
+  testbed::Result<int> ns_fd(int node);
+  testbed::Result<testbed::Netlink*> netlink(int node);
+  const testbed::RunRegistry* reg_ = nullptr;
+  std::string id_;
+  const testbed::Topology* topo_ = nullptr;
+  testbed::LiveRun* run_ = nullptr;  // or the namespaces opened here:
+  std::map<int, std::pair<testbed::Netns, testbed::Netlink>> opened_;
+};
+
+// One FabricView call as JSON and back: what the first rank of a run over
+// several machines asks of another machine's nodes (lanes fabric-query
+// there answers with answer_query over an at-rest LiveFabric).
+nlohmann::json answer_query(FabricView& view, const nlohmann::json& query);
+
+// A view of a run over several machines: each call asks NODE's machine
+// (ASK: the query as JSON text → the answer's text, or an error).
+class RemoteFabric : public FabricView {
+ public:
+  using Ask = std::function<testbed::Result<std::string>(int node, const std::string& query)>;
+  explicit RemoteFabric(Ask ask) : ask_(std::move(ask)) {}
+  testbed::Result<std::vector<testbed::RouteEntry>> routes(int node, int family) override;
+  testbed::Result<std::vector<testbed::NexthopInfo>> nexthops(int node) override;
+  testbed::Result<std::map<uint32_t, std::vector<uint32_t>>> buckets(int node) override;
+  testbed::Result<std::vector<switches::BgpRoute>> rib(int node, int family, const std::string& prefix) override;
+  testbed::Result<std::vector<SessionCounts>> sessions(int node) override;
+  testbed::Result<std::vector<testbed::NeighborInfo>> neighbors(int node, bool job) override;
+  testbed::Result<std::vector<int>> flow_oifs(int node, const std::vector<testbed::FlowKey>& flows) override;
+
+ private:
+  template <class T>
+  testbed::Result<T> call(int node, nlohmann::json q);
+  Ask ask_;
 };
 
 // Each job host's task-IP group at its rack switch, read through a view:

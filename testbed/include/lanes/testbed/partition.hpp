@@ -23,6 +23,13 @@ namespace lanes::testbed {
 
 // The first VNI lanes gives a crossing link: link i gets kVniBase + i.
 inline constexpr uint32_t kVniBase = 10000;
+// Two runs over the same machines share each machine's VXLAN port, where a
+// VNI can be in use once: each run's VNIs are moved by a slot of its own,
+// kVniRunStride * (a hash of its run id mod kVniRunSlots), so two runs
+// meet only by a 1-in-kVniRunSlots chance (then the second is refused:
+// the VNI is in use).
+inline constexpr uint32_t kVniRunStride = 100000, kVniRunSlots = 160;
+uint32_t vni_offset(const std::string& run_id);
 // The UDP port of the tunnels unless a run says otherwise (IANA's VXLAN port).
 inline constexpr uint16_t kVxlanPort = 4789;
 

@@ -31,6 +31,10 @@ struct SlurmRunOptions {
   uint32_t underlay_mtu = 0;  // 0 = read on this machine
   uint64_t bfd_cpus = 0;      // what BFD's default interval is fitted to; 0 = this machine's CPUs
   std::string lanes;          // the lanes executable on every machine; "" = this one's path
+  // the run lives only as long as this process (lanes run): srun ends with
+  // it (and with srun every shard), and lanes clean takes down what a
+  // killed one left
+  bool held = false;
 };
 
 struct MachineWord {
@@ -51,6 +55,8 @@ class SlurmRun {
   std::vector<Machine> machines;
   pid_t srun_pid = 0;
   uint64_t srun_start_time = 0;
+  pid_t holder_pid = 0;  // held: the lanes process whose run it is
+  uint64_t holder_start_time = 0;
   std::string dir;  // where the first rank keeps it
 
   static std::string base_dir();  // <state dir>-slurm
@@ -62,6 +68,8 @@ class SlurmRun {
 
   nlohmann::json to_json() const;
   bool step_running() const;
+  // held by a lanes process that is gone (lanes clean takes it down)
+  bool holder_dead() const;
   std::string log_path() const { return dir + "/shards.log"; }
 
   // Follows the shards until every machine is up (CONVERGED: converged),
@@ -75,6 +83,7 @@ class SlurmRun {
   std::vector<MachineWord> words() const;
   // SIGTERM to the step (scancel), waits for every shard, and cleans a
   // machine whose shard said nothing through Slurm (lanes clean there);
+  // the run's other steps (its processes on the machines) are cancelled;
   // the record goes when nothing failed.
   SlurmDownReport down() const;
 
@@ -82,7 +91,8 @@ class SlurmRun {
   int machine_index(const std::string& name) const;
   // srun argv running CMD in NETNS_NODE's namespace (a node name as lanes
   // exec takes it, "h1" or "h1.job") on machine M, as a step of its own;
-  // HOLD_GO: the command starts with SIGUSR1 blocked (lanes-traffic --wait-go)
+  // HOLD_GO: the command starts with SIGUSR1 blocked (lanes-traffic --wait-go).
+  // The step is named after the run, so down() ends what is left of it.
   std::vector<std::string> remote_argv(int m, const std::string& node, const std::vector<std::string>& cmd,
                                        bool hold_go = false) const;
   // srun argv running CMD on machine M (no namespace)
