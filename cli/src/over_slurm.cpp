@@ -27,6 +27,7 @@
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/slurm_run.hpp"
+#include "lanes/testbed/supervisor.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/testbed/wait.hpp"
 
@@ -396,6 +397,21 @@ int cmd_fabric_query([[maybe_unused]] const CliContext& cli, const std::vector<s
   int node = q.value("node", -1);
   if (node < 0 || static_cast<size_t>(node) >= topo.nodes.size()) {
     out << nlohmann::json{{"error", "no node " + std::to_string(node) + " in run " + run}}.dump() << "\n";
+    return kExitOk;
+  }
+  // the node's daemons, as this machine's supervisor runs them
+  const std::string what = q.value("what", "");
+  if (what == "daemon_pid") {
+    int pid = 0;
+    for (const auto& d : supervised_daemons(reg, run))
+      if (d.node == topo.nodes[static_cast<size_t>(node)].name && d.name == q.value("daemon", "")) pid = d.pid;
+    out << nlohmann::json{{"ok", pid}}.dump() << "\n";
+    return kExitOk;
+  }
+  if (what == "kill_daemon" || what == "daemon_running") {
+    pid_t pid = q.value("pid", 0);
+    bool ok = what == "kill_daemon" ? kill_process_group(pid) : pid > 0 && process_start_time(pid) != 0;
+    out << nlohmann::json{{"ok", ok}}.dump() << "\n";
     return kExitOk;
   }
   auto view = scenarios::LiveFabric::at_rest(reg, run, topo);

@@ -614,10 +614,28 @@ class PhaseRun final : public StepContext {
   }
 
   pid_t daemon_pid(const std::string& node_name, const std::string& daemon) override {
-    if (slurm_) throw StepError("kill: killing a daemon is not done yet over several machines");
+    if (slurm_) return static_cast<pid_t>(ask_machine(node_name, {{"what", "daemon_pid"}, {"daemon", daemon}}).value("ok", 0));
     for (const auto& d : tb::supervised_daemons(live_->registry(), live_->id()))
       if (d.node == node_name && d.name == daemon) return d.pid;
     return 0;
+  }
+  bool kill_daemon(const std::string& node_name, pid_t pid) override {
+    if (slurm_) return ask_machine(node_name, {{"what", "kill_daemon"}, {"pid", pid}}).value("ok", false);
+    return tb::kill_process_group(pid);
+  }
+  bool daemon_running(const std::string& node_name, pid_t pid) override {
+    if (slurm_) return ask_machine(node_name, {{"what", "daemon_running"}, {"pid", pid}}).value("ok", false);
+    return tb::process_start_time(pid) != 0;
+  }
+  // a question about NODE to its machine's lanes fabric-query (a run over Slurm)
+  json ask_machine(const std::string& node_name, json q) {
+    q["node"] = node(node_name);
+    auto answer = ask_(node(node_name), q.dump());
+    if (!answer) throw StepError(tb::message_of(answer.error()));
+    auto j = json::parse(answer.value(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw StepError("an answer that is no JSON: " + answer.value());
+    if (j.contains("error")) throw StepError(j["error"].get<std::string>());
+    return j;
   }
 
   // ---- assertions on the live testbed ----
@@ -667,6 +685,7 @@ class PhaseRun final : public StepContext {
   std::optional<LiveFabric> fabric_;  // over live_
   FabricView* view_ = nullptr;
   std::optional<RemoteFabric> remote_view_;  // over slurm_: each question asked on its node's machine
+  RemoteFabric::Ask ask_;                    // lanes fabric-query on a node's machine
 
   // ---- a run over several machines (lanes run --over-slurm) ----
   std::optional<tb::SlurmRun> slurm_;
@@ -751,7 +770,7 @@ class PhaseRun final : public StepContext {
     if (!r) throw StepError("bringing the topology up over Slurm: " + tb::message_of(r.error()));
     slurm_.emplace(std::move(r).value());
     pr_.run_id = slurm_->run_id;
-    remote_view_.emplace([this](int n, const std::string& query) -> tb::Result<std::string> {
+    ask_ = [this](int n, const std::string& query) -> tb::Result<std::string> {
       int m = placement_.machine_of.at(static_cast<size_t>(n));
       tb::ProcessSpec spec{"fabric-query", slurm_->machine_argv(m, {lanes_bin(), "fabric-query", slurm_->run_id, query})};
       spec.new_session = false;
@@ -761,7 +780,8 @@ class PhaseRun final : public StepContext {
         return tb::os_error(EIO, fmt::format("lanes fabric-query on {} exited with status {}",
                                              slurm_->machines.at(static_cast<size_t>(m)).name, answer.value().status));
       return answer.value().out;
-    });
+    };
+    remote_view_.emplace(ask_);
     view_ = &*remote_view_;
     std::vector<tb::MachineWord> words;
     std::string why = slurm_->follow(

@@ -102,6 +102,8 @@ class FakePhase final : public StepContext {
   }
   void nft(int, const std::string&, const std::string&) override { throw StepError("no nft here"); }
   pid_t daemon_pid(const std::string&, const std::string&) override { return 0; }
+  bool kill_daemon(const std::string&, pid_t) override { return false; }
+  bool daemon_running(const std::string&, pid_t) override { return false; }
   void claim_task_ips(const std::string&, const std::string&) override {}
   void fail_workload(const std::string& name, const JobFailure& f) override { failed_workloads.emplace_back(name, f); }
   std::vector<std::pair<std::string, JobFailure>> failed_workloads;

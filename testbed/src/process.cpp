@@ -337,6 +337,12 @@ Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds 
   return cap;
 }
 
+bool kill_process_group(pid_t pid) {
+  if (pid <= 0 || process_start_time(pid) == 0) return false;
+  pid_t target = ::getpgid(pid) == pid ? -pid : pid;
+  return ::kill(target, SIGKILL) == 0;
+}
+
 std::vector<pid_t> list_pids() {
   std::vector<pid_t> out;
   DIR* d = ::opendir("/proc");

@@ -23,17 +23,13 @@ const Attrs& KillDaemon::attrs() const {
 void kill_and_await_restart(StepContext& ctx, const std::string& n, const std::string& d, const std::string& label) {
   pid_t pid = ctx.daemon_pid(n, d);
   if (pid <= 0) throw StepError(fmt::format("no {} runs on {} (supervisor.json)", d, n));
-  // a daemon lanes started leads a process group of its own (a user's
-  // injector run by sh -c included): the group, so nothing of it lives on
-  pid_t target = ::getpgid(pid) == pid ? -pid : pid;
-  if (testbed::process_start_time(pid) == 0 || ::kill(target, SIGKILL) != 0)
-    throw StepError(fmt::format("cannot kill {} on {} (pid {})", d, n, pid));
+  if (!ctx.kill_daemon(n, pid)) throw StepError(fmt::format("cannot kill {} on {} (pid {})", d, n, pid));
   ctx.mark(label, "fault");
   auto start = Clock::now();
   bool back = ctx.eventually(
       [&] {
         pid_t p = ctx.daemon_pid(n, d);
-        return p > 0 && p != pid && testbed::process_start_time(p) != 0;
+        return p > 0 && p != pid && ctx.daemon_running(n, p);
       },
       milliseconds(30'000), milliseconds(20));
   double took = std::chrono::duration<double>(Clock::now() - start).count();

@@ -89,8 +89,13 @@ class StepContext {
   virtual void set_nics(const std::vector<std::string>& hosts, int nic, bool up) = 0;
   // an nftables script in namespace NS (WHERE names it in errors)
   virtual void nft(int ns, const std::string& script, const std::string& where) = 0;
-  // the pid the supervisor runs DAEMON of NODE as (0: none)
+  // the pid the supervisor runs DAEMON of NODE as, on NODE's machine (0: none)
   virtual pid_t daemon_pid(const std::string& node, const std::string& daemon) = 0;
+  // SIGKILL to NODE's daemon PID (its process group when it leads one, so
+  // nothing of it lives on); false when no such process runs there
+  virtual bool kill_daemon(const std::string& node, pid_t pid) = 0;
+  // PID runs on NODE's machine
+  virtual bool daemon_running(const std::string& node, pid_t pid) = 0;
   // HOST's job container takes VICTIM's task IPs and its injector is told
   // to announce them (it is restarted for it by the caller)
   virtual void claim_task_ips(const std::string& host, const std::string& victim) = 0;

@@ -75,6 +75,10 @@ Result<Captured> run_capture(const ProcessSpec& spec, std::chrono::milliseconds 
 // not one after another).
 void stop_all(const std::vector<Daemon*>& daemons, std::chrono::milliseconds grace);
 
+// SIGKILL to PID, to its process group when it leads one (a daemon lanes
+// started: nothing of it lives on); false when PID does not run.
+bool kill_process_group(pid_t pid);
+
 // Every process id in /proc right now.
 std::vector<pid_t> list_pids();
 // The directory of the running executable (lanes' other programs live beside it).
