@@ -87,10 +87,13 @@ void status_over_slurm(const SlurmRun& r, bool json, std::ostream& out) {
                      r.job_id, alive ? "its shards' step is running" : "its shards' step has ended",
                      r.topology_file);
   for (size_t i = 0; i < r.machines.size(); ++i) {
-    if (lost(words[i], alive))
-      out << fmt::format("  {:<10} {:<16} lost: its shard ended without taking its part down (it said '{}' last; "
+    if (lost(words[i], alive)) {
+      std::string state = node_state(r.machines[i].name);
+      out << fmt::format("  {:<10} {:<16} lost{}: its shard ended without reporting its teardown (it said '{}' last; "
                          "lanes down {} cleans there)\n",
-                         r.machines[i].name, r.machines[i].addr.to_string(), words[i].last, r.run_id);
+                         r.machines[i].name, r.machines[i].addr.to_string(),
+                         state.empty() ? "" : " (Slurm: " + state + ")", words[i].last, r.run_id);
+    }
     else
       out << fmt::format("  {:<10} {:<16} {}{}\n", r.machines[i].name, r.machines[i].addr.to_string(), words[i].last,
                          describe(words[i]));
@@ -263,7 +266,23 @@ int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::
   auto netlink = [&](int node) -> Netlink& { return run.value().tb().netlink(node); };
   std::optional<switches::Convergence> last;
   bool converged = false;
+  // the step this shard is a task of, as the controller knows it: when the
+  // controller no longer lists it (cancelled, its job ended, this machine
+  // given up for lost because its slurmd is gone) the shard takes its part
+  // down on its own, whatever signal did not reach it
+  std::string step;
+  if (const char* j = std::getenv("SLURM_JOB_ID"), *st = std::getenv("SLURM_STEP_ID"); j && st && *j && *st)
+    step = std::string(j) + "." + st;
+  auto next_look = Clock::now() + std::chrono::seconds(5);
+  std::string ended;
   while (!interrupted()) {
+    if (!step.empty() && Clock::now() >= next_look) {
+      next_look = Clock::now() + std::chrono::seconds(5);
+      if (auto listed = step_listed(step); listed && !*listed) {
+        ended = "step " + step + " is no longer listed by the controller";
+        break;
+      }
+    }
     auto c = switches::check_convergence(topo, netlink, here);
     auto detail = [&] {
       return nlohmann::json{{"task_ips", c.task_ips},
@@ -286,6 +305,7 @@ int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::
   }
   auto rep = run.value().down();
   nlohmann::json errors = rep.errors;
+  if (!ended.empty()) err << "lanes shard: " << ended << ": its part taken down\n";
   say("down", {{"namespaces", rep.namespaces}, {"processes", rep.processes}, {"errors", errors}});
   return rep.errors.empty() ? kExitOk : kExitFailure;
 }

@@ -217,8 +217,8 @@ TEST_CASE("over slurm: a scenario across four machines: save and restore between
   CHECK(processes_of(id + "1").empty());
 }
 
-TEST_CASE("over slurm: the job cancelled under a run and under a scenario, and a machine's shard killed, leave "
-          "nothing on any machine",
+TEST_CASE("over slurm: the job cancelled under a run and under a scenario, a machine's shard killed, and a "
+          "machine's slurmd killed, leave nothing on any machine",
           "[multi-machine]") {
   lanes::test::require_root();
   lanes::test::require_slurm();
@@ -273,8 +273,11 @@ TEST_CASE("over slurm: the job cancelled under a run and under a scenario, and a
                                     std::chrono::milliseconds(200)));
     INFO(text());
     CHECK(text().find("exit=1") != std::string::npos);
-    CHECK(text().find("the run's shards ended under it (Slurm job " + alloc.job + " is gone") != std::string::npos);
-    for (const char* m : {"m1", "m2"}) CHECK(left_of(lab, m, id + "1").empty());
+    // gone, or CANCELLED while the controller still lists it
+    CHECK(text().find("the run's shards ended under it (Slurm job " + alloc.job + " is ") != std::string::npos);
+    for (const char* m : {"m1", "m2"})
+      CHECK(lanes::test::eventually([&] { return left_of(lab, m, id + "1").empty(); }, std::chrono::seconds(60),
+                                    std::chrono::milliseconds(500)));
     CHECK(lanes::test::eventually([&] { return processes_of(id + "1").empty(); }, std::chrono::seconds(30)));
   }
 
@@ -317,6 +320,34 @@ TEST_CASE("over slurm: the job cancelled under a run and under a scenario, and a
     CHECK(down.out.find("m2: its shard did not report its teardown") != std::string::npos);
     for (const char* m : {"m1", "m2"}) CHECK(left_of(lab, m, id).empty());
     CHECK(lanes::test::eventually([&] { return processes_of(id).empty(); }, std::chrono::seconds(30)));
+  }
+  {  // one machine's slurmd killed: the controller gives the machine up and
+     // ends the job; the shard there, no longer finding its step, takes
+     // its part down on its own; down names the machine and its state
+    Allocation alloc(lab, 2);
+    REQUIRE(!alloc.job.empty());
+    const std::string id = "md" + run_tag();
+    auto up = alloc.lanes("up " + file + " --over-slurm --run-id " + id + " --wait 300s");
+    INFO(up.out);
+    REQUIRE(up.status == 0);
+    std::string m2;
+    {
+      std::ifstream in(lab.dir + "/pids/m2");
+      in >> m2;
+    }
+    REQUIRE(!m2.empty());
+    REQUIRE(lanes::test::run_command("kill -KILL " + m2).status == 0);
+    // the lab's SlurmdTimeout is 30 s; the shards look every 5 s
+    CHECK(lanes::test::eventually([&] { return processes_of(id).empty(); }, std::chrono::seconds(120),
+                                  std::chrono::milliseconds(500)));
+    CHECK(left_of(lab, "m1", id).empty());
+    auto status = alloc.lanes("status " + id);
+    INFO(status.out);
+    CHECK(status.out.find("m2") != std::string::npos);
+    CHECK(status.out.find("lost (Slurm: DOWN") != std::string::npos);
+    auto down = alloc.lanes("down " + id);
+    INFO(down.out);
+    CHECK(down.out.find("m2 (Slurm: DOWN") != std::string::npos);
   }
   auto stop = lab.run("stop");
   CHECK(stop.status == 0);

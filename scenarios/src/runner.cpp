@@ -723,10 +723,8 @@ class PhaseRun final : public StepContext {
     for (size_t i = 0; i < w.size(); ++i)
       words += fmt::format("{}{}: {}", i ? ", " : "", slurm_->machines[i].name,
                            w[i].down ? "took its part down" : w[i].failed ? "failed" : "lost (said '" + w[i].last + "' last)");
-    return fmt::format("the run's shards ended under it ({}): {}; the step then: {}",
-                       state.empty() ? "Slurm job " + slurm_->job_id + " is gone: cancelled, or it ended"
-                                     : "Slurm job " + slurm_->job_id + " is " + state + ": its step was cancelled or a machine was lost",
-                       words, step_saw);
+    return fmt::format("the run's shards ended under it (Slurm job {} is {}): {}; the step then: {}", slurm_->job_id,
+                       state.empty() ? "gone: cancelled, or it ended" : state, words, step_saw);
   }
 
   // every machine's shard says its switches converged (each reads its own)

@@ -30,6 +30,21 @@ std::optional<std::string> parse_node_addr(const std::string& line) {
   return std::nullopt;
 }
 
+std::optional<std::string> parse_node_state(const std::string& line) {
+  std::istringstream in(line);
+  for (std::string word; in >> word;)
+    if (word.rfind("State=", 0) == 0 && word.size() > 6) return word.substr(6);
+  return std::nullopt;
+}
+
+std::string node_state(const std::string& name) {
+  ProcessSpec spec{"scontrol", {"scontrol", "show", "node", "-o", name}};
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(20));
+  if (!r || r.value().status != 0) return "";
+  return parse_node_state(r.value().out).value_or("");
+}
+
 std::string machines_arg(const std::vector<Machine>& machines) {
   std::string s;
   for (const auto& m : machines) s += (s.empty() ? "" : ",") + m.name + "=" + m.addr.to_string();
@@ -136,6 +151,20 @@ Result<uint32_t> mtu_of_address(const IpAddr& addr) {
   for (const auto& l : links.value())
     if (l.index == index) return static_cast<uint32_t>(l.mtu);
   return os_error(ENODEV, fmt::format("the interface holding {} is gone", addr.to_string()));
+}
+
+bool steps_list_has(const std::string& text, const std::string& step) {
+  for (const auto& l : parse_hostnames(text))
+    if (l == step) return true;
+  return false;
+}
+
+std::optional<bool> step_listed(const std::string& step) {
+  ProcessSpec spec{"squeue", {"squeue", "-h", "-s", "-o", "%i"}};
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(20));
+  if (!r || r.value().status != 0) return std::nullopt;
+  return steps_list_has(r.value().out, step);
 }
 
 std::string to_line(const ShardEvent& e) {

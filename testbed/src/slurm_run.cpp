@@ -303,10 +303,13 @@ SlurmDownReport SlurmRun::down() const {
     if (c)
       rep.cleaned.push_back(
           fmt::format("{}: its shard did not report its teardown; lanes clean there: {}", machines[i].name, c.value()));
-    else
-      rep.errors.push_back(fmt::format("{}: its shard did not report its teardown and lanes clean could not run "
-                                       "there ({}); run 'lanes clean' on {}",
-                                       machines[i].name, message_of(c.error()), machines[i].name));
+    else {
+      std::string state = node_state(machines[i].name);
+      rep.errors.push_back(fmt::format(
+          "{}{}: its shard did not report its teardown and lanes clean could not run there ({}); a shard whose step "
+          "the controller ended takes its part down on its own; else run 'lanes clean' on {}",
+          machines[i].name, state.empty() ? "" : " (Slurm: " + state + ")", message_of(c.error()), machines[i].name));
+    }
   }
   std::error_code ec;
   if (rep.errors.empty()) std::filesystem::remove_all(dir, ec);

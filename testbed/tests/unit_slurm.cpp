@@ -20,6 +20,9 @@ TEST_CASE("slurm: scontrol's host names and a node's address are read", "[unit]"
   CHECK(parse_node_addr("NodeName=gpu7 NodeAddr=gpu7.cluster NodeHostName=gpu7") == "gpu7.cluster");
   CHECK_FALSE(parse_node_addr("NodeName=m2 NodeAddr= State=IDLE"));
   CHECK_FALSE(parse_node_addr("Node m2 not found"));
+  CHECK(parse_node_state("NodeName=m2 NodeAddr=198.18.8.12 State=DOWN+NOT_RESPONDING ThreadsPerCore=1") ==
+        "DOWN+NOT_RESPONDING");
+  CHECK_FALSE(parse_node_state("NodeName=m2 NodeAddr=198.18.8.12"));
 }
 
 TEST_CASE("slurm: the machine list survives the shard's command line, and bad lists are refused", "[unit]") {
@@ -68,4 +71,13 @@ TEST_CASE("slurm: a shard's status line is read back, and other lines are not ta
   CHECK_FALSE(parse_shard_line("srun: error: m2: task 1: Exited with exit code 1"));
   CHECK_FALSE(parse_shard_line("{\"event\":\"up\"}"));  // no shard number
   CHECK_FALSE(parse_shard_line("{\"lanes_shard\":"));    // cut short
+}
+
+TEST_CASE("slurm: a shard finds its step in the controller's list of steps", "[unit]") {
+  const std::string list = "12.0\n12.1\n7.batch\n13.0\n";
+  CHECK(steps_list_has(list, "12.1"));
+  CHECK(steps_list_has(list, "13.0"));
+  CHECK_FALSE(steps_list_has(list, "12.2"));
+  CHECK_FALSE(steps_list_has(list, "2.0"));  // not a part of another step's id
+  CHECK_FALSE(steps_list_has("", "12.0"));
 }

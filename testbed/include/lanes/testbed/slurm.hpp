@@ -31,8 +31,12 @@ struct Allocation {
 
 // One hostname per line (`scontrol show hostnames`).
 std::vector<std::string> parse_hostnames(const std::string& text);
-// NodeAddr= of one node's `scontrol show node -o NAME` line.
+// NodeAddr= and State= of one node's `scontrol show node -o NAME` line.
 std::optional<std::string> parse_node_addr(const std::string& line);
+std::optional<std::string> parse_node_state(const std::string& line);
+// Machine NAME's state as the controller has it ("IDLE", "ALLOCATED",
+// "DOWN+NOT_RESPONDING", ...); "" when it cannot be asked.
+std::string node_state(const std::string& name);
 // "m1=198.18.8.11,m2=..." and back; the parse throws InputError naming
 // what it cannot read.
 std::string machines_arg(const std::vector<Machine>& machines);
@@ -50,6 +54,14 @@ std::optional<int> this_machine(const std::vector<Machine>& machines);
 // machine's own network: read, never changed); an error when no interface
 // holds it.
 Result<uint32_t> mtu_of_address(const IpAddr& addr);
+
+// Does the controller still list job step STEP ("12.0")? nullopt when it
+// cannot be asked (the controller unreachable): a shard asks it, not its
+// machine's slurmd, so a shard whose slurmd is gone still learns that the
+// controller ended its step.
+std::optional<bool> step_listed(const std::string& step);
+// The parse of `squeue -h -s -o %i`: is STEP among its lines?
+bool steps_list_has(const std::string& text, const std::string& step);
 
 // A shard's status line on its stdout (srun brings every shard's to the
 // first rank): one JSON object per line.
