@@ -17,6 +17,8 @@
 #include "commands.hpp"
 #include "lanes/scenarios/fabric_view.hpp"
 #include "lanes/switches/convergence.hpp"
+#include "lanes/hostnet/hostnet.hpp"
+#include "lanes/vip/deploy.hpp"
 #include "lanes/testbed/daemon_main.hpp"
 #include "lanes/testbed/interrupt.hpp"
 #include "lanes/testbed/limits.hpp"
@@ -426,6 +428,25 @@ int cmd_fabric_query([[maybe_unused]] const CliContext& cli, const std::vector<s
     for (const auto& d : supervised_daemons(reg, run))
       if (d.node == topo.nodes[static_cast<size_t>(node)].name && d.name == q.value("daemon", "")) pid = d.pid;
     out << nlohmann::json{{"ok", pid}}.dump() << "\n";
+    return kExitOk;
+  }
+  if (what == "claim_task_ips") {  // the rogue-announce fault: the node's job takes another's task IPs
+    const std::string host = topo.nodes[static_cast<size_t>(node)].name;
+    const std::string t4 = q.value("task4", ""), t6 = q.value("task6", "");
+    auto fail = [&](const std::system_error& e) {
+      out << nlohmann::json{{"error", host + "'s job: " + message_of(e)}}.dump() << "\n";
+      return kExitOk;
+    };
+    auto ns = Netns::open(hostnet::job_netns(run, host));
+    if (!ns) return fail(ns.error());
+    auto nl = Netlink::open_in(ns.value().fd(), host + " container");
+    if (!nl) return fail(nl.error());
+    auto lo = nl.value().ifindex("lo");
+    if (!lo) return fail(lo.error());
+    if (auto a = parse_ip4(t4)) (void)nl.value().add_address(lo.value(), IfAddr4{*a, 32}, "lo");
+    if (auto a = parse_ip6(t6)) (void)nl.value().add_address(lo.value(), IfAddr6{*a, 128}, "lo");
+    if (auto st = vip::claim_task_ips(reg.layout(run), host, t4, t6); !st) return fail(st.error());
+    out << nlohmann::json{{"ok", true}}.dump() << "\n";
     return kExitOk;
   }
   if (what == "kill_daemon" || what == "daemon_running") {

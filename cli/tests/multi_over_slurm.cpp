@@ -5,6 +5,12 @@
 // full-size frames, and down leaves nothing on any machine. Then the
 // cluster's own faults: the job cancelled under a run, and a machine's
 // shard killed (SIGKILL), each leave nothing behind.
+//
+// Serial: each emulates a cluster of two or four machines carrying
+// fabric-256 on this box's cores; beside another such run the CPUs are
+// oversubscribed many times over and what a scenario measures (shares,
+// timeouts) is the box, not the network (run beside the faults test, a
+// four-machine scenario timed out twice in ten runs).
 
 #include <signal.h>
 
@@ -91,7 +97,7 @@ std::string run_tag() { return std::to_string(::getpid() % 100000); }
 
 TEST_CASE("over slurm: fabric-256 over four machines converges, no spine holds a task IP, jobs reach across "
           "machines, down leaves nothing",
-          "[multi-machine]") {
+          "[multi-machine][serial]") {
   lanes::test::require_root();
   lanes::test::require_slurm();
   Lab lab("over-slurm");
@@ -175,7 +181,7 @@ TEST_CASE("over slurm: fabric-256 over four machines converges, no spine holds a
 
 TEST_CASE("over slurm: a scenario across four machines: save and restore between machines, an all-reduce whose "
           "ring crosses all four, a NIC failing under a restore from another machine, every byte verified",
-          "[multi-machine]") {
+          "[multi-machine][serial]") {
   lanes::test::require_root();
   lanes::test::require_slurm();
   Lab lab("over-slurm-run");
@@ -211,7 +217,7 @@ TEST_CASE("over slurm: a scenario across four machines: save and restore between
   CHECK(w["allreduce"]["figures"].value("busbw_gbps", 0.0) > 0);
   int passed = 0;
   for (const auto& a : sc["assertions"]) passed += a.value("passed", false) ? 1 : 0;
-  CHECK(passed == 8);  // the failover's three among them
+  CHECK(passed == 9);  // the failover's three and the hijack's among them
   // the phase's run is gone from every machine
   for (const char* m : {"m1", "m2", "m3", "m4"}) CHECK(lab.on(m, "ip netns list").out.empty());
   CHECK(processes_of(id + "1").empty());
@@ -219,7 +225,7 @@ TEST_CASE("over slurm: a scenario across four machines: save and restore between
 
 TEST_CASE("over slurm: the job cancelled under a run and under a scenario, a machine's shard killed, and a "
           "machine's slurmd killed, leave nothing on any machine",
-          "[multi-machine]") {
+          "[multi-machine][serial]") {
   lanes::test::require_root();
   lanes::test::require_slurm();
   Lab lab("over-slurm-faults");

@@ -251,8 +251,15 @@ class PhaseRun final : public StepContext {
   }
 
   void claim_task_ips(const std::string& host, const std::string& victim) override {
-    if (slurm_) throw StepError("rogue-announce: a job claiming another's task IP is not done yet over several machines");
     const auto& vj = *N(victim).job;
+    if (slurm_) {  // done on the claimer's machine, as below
+      const auto& hj = *N(host).job;
+      bool v4 = vj.has4() && hj.has4(), v6 = vj.has6() && hj.has6();
+      (void)ask_machine(host, {{"what", "claim_task_ips"},
+                               {"task4", v4 ? vj.task_ip4.to_string() : ""},
+                               {"task6", v6 ? vj.task_ip6.to_string() : ""}});
+      return;
+    }
     auto nl = tb::Netlink::open_in(job_ns(host), host + " container");
     if (!nl) throw StepError(nl.error().what());
     auto lo = nl.value().ifindex("lo");
