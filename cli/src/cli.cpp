@@ -73,6 +73,12 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
+Topology load_run_topology(const RunRegistry& reg, const std::string& run) {
+  auto state = reg.load(run);
+  return load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology(),
+                            state ? state.value().overrides : Overrides{});
+}
+
 std::string summary_of(const Topology& t) {
   size_t nics = 0;
   for (const auto& n : t.nodes) nics += n.nics.size();

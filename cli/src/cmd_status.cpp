@@ -367,11 +367,8 @@ int cmd_status(const CliContext& cli, const std::vector<std::string>& args, std:
   // a run's nodes are read inside its namespaces (an ordinary user's are in the user's world)
   if (!have_privileges(err, "status")) return kExitFailure;
   std::optional<Topology> topo;
-  try {
-    // as the run loaded it: with the overrides of the scenario's phase
-    auto state = reg.load(run);
-    topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology(),
-                              state ? state.value().overrides : Overrides{});
+  try {  // as the run loaded it: with the overrides of the scenario's phase
+    topo = load_run_topology(reg, run);
   } catch (const std::exception& e) {
     err << "lanes status: cannot read run " << run << "'s topology: " << e.what() << "\n";
     return kExitFailure;

@@ -11,6 +11,7 @@
 
 #include "lanes/cli/cli.hpp"
 #include "lanes/testbed/model.hpp"
+#include "lanes/testbed/run_registry.hpp"
 
 namespace lanes::cli::commands {
 
@@ -34,6 +35,9 @@ bool parse(const std::vector<std::string>& args, const Command& cmd, boost::prog
 std::string usage_line(const Command& c);
 std::string fmt_ms(std::chrono::microseconds us);
 std::string read_file(const std::string& path);
+// The topology of run RUN as it was loaded (with its scenario phase's
+// overrides), from the run's directory. Throws as load_topology does.
+Topology load_run_topology(const RunRegistry& reg, const std::string& run);
 // "topology 'NAME': 1 rack, 0 spines, 2 hosts (8 NICs), 1 server, 9 links"
 std::string summary_of(const Topology& t);
 // root element → the validator other modules registered for it

@@ -409,9 +409,7 @@ int cmd_fabric_query([[maybe_unused]] const CliContext& cli, const std::vector<s
   RunRegistry reg;
   Topology topo;
   try {  // as the run loaded it: with the overrides of the scenario's phase
-    auto state = reg.load(run);
-    topo = load_topology_text(read_file(reg.layout(run).topology()), reg.layout(run).topology(),
-                              state ? state.value().overrides : Overrides{});
+    topo = load_run_topology(reg, run);
   } catch (const std::exception& e) {
     err << "lanes fabric-query: cannot read run " << run << "'s topology here: " << e.what() << "\n";
     return kExitFailure;

@@ -13,6 +13,17 @@
 
 namespace lanes::testbed {
 
+Result<std::string> slurm_command(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  ProcessSpec spec{argv.front(), argv};
+  spec.new_session = false;
+  auto r = run_capture(spec, timeout);
+  if (!r) return r.error();
+  if (r.value().status != 0)
+    return os_error(EIO, fmt::format("{} {} exited with status {}", argv.at(0), argv.size() > 1 ? argv[1] : "",
+                                     r.value().status));
+  return r.value().out;
+}
+
 std::vector<std::string> parse_hostnames(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -38,11 +49,8 @@ std::optional<std::string> parse_node_state(const std::string& line) {
 }
 
 std::string node_state(const std::string& name) {
-  ProcessSpec spec{"scontrol", {"scontrol", "show", "node", "-o", name}};
-  spec.new_session = false;
-  auto r = run_capture(spec, std::chrono::seconds(20));
-  if (!r || r.value().status != 0) return "";
-  return parse_node_state(r.value().out).value_or("");
+  auto r = slurm_command({"scontrol", "show", "node", "-o", name}, std::chrono::seconds(20));
+  return r ? parse_node_state(r.value()).value_or("") : "";
 }
 
 std::string machines_arg(const std::vector<Machine>& machines) {
@@ -66,16 +74,6 @@ std::vector<Machine> parse_machines_arg(const std::string& arg) {
 }
 
 namespace {
-
-Result<std::string> capture(std::vector<std::string> argv) {
-  ProcessSpec spec{argv.front(), argv};
-  spec.new_session = false;
-  auto r = run_capture(spec, std::chrono::seconds(30));
-  if (!r) return r.error();
-  if (r.value().status != 0)
-    return os_error(EIO, fmt::format("{} {} exited with status {}", argv.at(0), argv.at(1), r.value().status));
-  return r.value().out;
-}
 
 // NAME as an address, or its first address from the resolver (IPv4 first)
 std::optional<IpAddr> resolve(const std::string& name) {
@@ -108,10 +106,10 @@ Result<Allocation> read_allocation() {
                     "salloc -N K or in an sbatch script");
   Allocation a;
   a.job_id = job;
-  auto names = capture({"scontrol", "show", "hostnames", list});
+  auto names = slurm_command({"scontrol", "show", "hostnames", list});
   if (!names) return names.error();
   for (const auto& n : parse_hostnames(names.value())) {
-    auto line = capture({"scontrol", "show", "node", "-o", n});
+    auto line = slurm_command({"scontrol", "show", "node", "-o", n});
     if (!line) return line.error();
     auto addr = parse_node_addr(line.value());
     if (!addr) return os_error(EINVAL, fmt::format("scontrol shows no NodeAddr for machine {}", n));
@@ -160,11 +158,9 @@ bool steps_list_has(const std::string& text, const std::string& step) {
 }
 
 std::optional<bool> step_listed(const std::string& step) {
-  ProcessSpec spec{"squeue", {"squeue", "-h", "-s", "-o", "%i"}};
-  spec.new_session = false;
-  auto r = run_capture(spec, std::chrono::seconds(20));
-  if (!r || r.value().status != 0) return std::nullopt;
-  return steps_list_has(r.value().out, step);
+  auto r = slurm_command({"squeue", "-h", "-s", "-o", "%i"}, std::chrono::seconds(20));
+  if (!r) return std::nullopt;
+  return steps_list_has(r.value(), step);
 }
 
 std::string to_line(const ShardEvent& e) {

@@ -51,16 +51,6 @@ std::string other_lines(const std::string& path, size_t keep = 6) {
   return s;
 }
 
-Result<std::string> capture(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
-  ProcessSpec spec{argv.front(), argv};
-  spec.new_session = false;
-  auto r = run_capture(spec, timeout);
-  if (!r) return r.error();
-  if (r.value().status != 0)
-    return os_error(EIO, fmt::format("{} exited with status {}", argv.front(), r.value().status));
-  return r.value().out;
-}
-
 void apply(MachineWord& w, const ShardEvent& e) {
   w.last = e.event;
   w.detail = e.detail;
@@ -262,27 +252,27 @@ SlurmDownReport SlurmRun::down() const {
   if (step_running()) {
     // SIGTERM to every shard of the step: each takes its machine's part down
     std::optional<std::string> step;
-    if (auto o = capture({"squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"}, std::chrono::seconds(20))) {
+    if (auto o = slurm_command({"squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"}, std::chrono::seconds(20))) {
       std::istringstream in(o.value());
       for (std::string id, name; in >> id >> name;)
         if (name == step_name(run_id)) step = id;
     }
     if (step)
-      (void)capture({"scancel", "--signal=TERM", *step}, std::chrono::seconds(20));
+      (void)slurm_command({"scancel", "--signal=TERM", *step}, std::chrono::seconds(20));
     else
       ::kill(srun_pid, SIGTERM);  // srun passes it on to every shard
     if (!eventually([&] { return !step_running(); }, std::chrono::seconds(90), std::chrono::milliseconds(100))) {
       rep.errors.push_back(fmt::format("the shards of run {} did not end in 90 s; the step was killed", run_id));
-      if (step) (void)capture({"scancel", *step}, std::chrono::seconds(20));
+      if (step) (void)slurm_command({"scancel", *step}, std::chrono::seconds(20));
       ::kill(srun_pid, SIGKILL);
       (void)eventually([&] { return !step_running(); }, std::chrono::seconds(30), std::chrono::milliseconds(100));
     }
   }
   // what else of the run still runs as a step (processes on the machines): ended
-  if (auto o = capture({"squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"}, std::chrono::seconds(20))) {
+  if (auto o = slurm_command({"squeue", "-h", "-s", "-j", job_id, "-o", "%i %j"}, std::chrono::seconds(20))) {
     std::istringstream in(o.value());
     for (std::string id, name; in >> id >> name;)
-      if (name.rfind(step_name(run_id) + "-task", 0) == 0) (void)capture({"scancel", id}, std::chrono::seconds(20));
+      if (name.rfind(step_name(run_id) + "-task", 0) == 0) (void)slurm_command({"scancel", id}, std::chrono::seconds(20));
   }
   std::streamoff off = 0;
   std::map<int, nlohmann::json> said;  // each machine's down (or a failed start, which removed its part)
@@ -299,7 +289,7 @@ SlurmDownReport SlurmRun::down() const {
     }
     // its shard said nothing (killed, or its slurmd gone): lanes clean there,
     // through Slurm, removes what it left
-    auto c = capture(machine_argv(static_cast<int>(i), {lanes, "clean"}), std::chrono::seconds(120));
+    auto c = slurm_command(machine_argv(static_cast<int>(i), {lanes, "clean"}), std::chrono::seconds(120));
     if (c)
       rep.cleaned.push_back(
           fmt::format("{}: its shard did not report its teardown; lanes clean there: {}", machines[i].name, c.value()));

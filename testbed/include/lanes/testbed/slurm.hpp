@@ -7,6 +7,7 @@
 // lanes starts, signals and ends its processes on the other machines only
 // through Slurm's commands (srun, scancel, squeue, scontrol).
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -41,6 +42,11 @@ std::string node_state(const std::string& name);
 // what it cannot read.
 std::string machines_arg(const std::vector<Machine>& machines);
 std::vector<Machine> parse_machines_arg(const std::string& arg);
+
+// A Slurm command (scontrol, squeue, scancel, srun) run to its end, its
+// stdout; an error when it cannot start, times out or exits non-zero.
+Result<std::string> slurm_command(const std::vector<std::string>& argv,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 // The allocation this process runs in (SLURM_JOB_ID, SLURM_JOB_NODELIST),
 // its node addresses read from scontrol and resolved. An error says what
