@@ -15,7 +15,7 @@ function(_lanes_bpf_compile src obj comment)
   add_custom_command(
     OUTPUT "${obj}"
     COMMAND ${CMAKE_COMMAND} -E make_directory "${outdir}"
-    COMMAND ${LANES_CLANG} -O2 -g -Wall -Werror -target bpf ${includes} -c "${src}" -o "${obj}"
+    COMMAND ${LANES_CLANG} -O2 -g -Wall -Werror -target bpf -mcpu=v3 ${includes} -c "${src}" -o "${obj}"
     DEPENDS "${src}"
     IMPLICIT_DEPENDS C "${src}"
     COMMENT "${comment}"

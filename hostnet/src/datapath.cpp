@@ -173,6 +173,7 @@ Status Datapath::configure(const DatapathConfig& c) {
     if (i < c.host_mac.size()) std::memcpy(cfg.host_mac[i], c.host_mac[i].data(), 6);
   }
   if (!put4(c.task4, &cfg.task4) || !put6(c.task6, cfg.task6)) return os_error(EINVAL, "bad task IP");
+  cfg.window_ns = c.window_ns;
   uint32_t zero = 0;
   if (bpf_map_update_elem(map_fd("config"), &zero, &cfg, BPF_ANY))
     return os_error(errno, "writing the datapath config map");
@@ -181,6 +182,7 @@ Status Datapath::configure(const DatapathConfig& c) {
     n.ifindex = static_cast<uint32_t>(c.nics[i].ifindex);
     n.up = c.nics[i].up;
     n.numa = static_cast<uint32_t>(c.nics[i].numa);
+    n.line_rate = c.nics[i].line_rate;
     if (!put4(c.nics[i].gw4, &n.gw4) || !put6(c.nics[i].gw6, n.gw6) || !put4(c.nics[i].job4, &n.job4) ||
         !put6(c.nics[i].job6, n.job6))
       return os_error(EINVAL, "bad address for NIC " + std::to_string(i));
@@ -211,6 +213,16 @@ Status Datapath::set_nic_up(int nic, bool up) {
   int fd = map_fd("config");
   if (bpf_map_lookup_elem(fd, &zero, &cfg)) return os_error(errno, "reading the datapath config map");
   ++cfg.epoch;
+  if (bpf_map_update_elem(fd, &zero, &cfg, BPF_ANY)) return os_error(errno, "writing the datapath config map");
+  return {};
+}
+
+Status Datapath::set_clock(uint64_t ns) {
+  uint32_t zero = 0;
+  lanes_config cfg{};
+  int fd = map_fd("config");
+  if (bpf_map_lookup_elem(fd, &zero, &cfg)) return os_error(errno, "reading the datapath config map");
+  cfg.clock_ns = ns;
   if (bpf_map_update_elem(fd, &zero, &cfg, BPF_ANY)) return os_error(errno, "writing the datapath config map");
   return {};
 }

@@ -41,6 +41,7 @@ HostAgentConfig HostAgentConfig::from_json(const nlohmann::json& j) {
     s.cont_side6 = n.value("cont_side6", "");
     s.gw_mac = n.value("gw_mac", "");
     s.table = n.value("table", 0u);
+    s.rate_bps = n.value("rate_bps", uint64_t{0});
     c.nics.push_back(std::move(s));
   }
   return c;
@@ -53,7 +54,8 @@ nlohmann::json HostAgentConfig::to_json() const {
                  {"eth", s.eth},               {"numa", s.numa},             {"gw4", s.gw4},
                  {"gw6", s.gw6},               {"job4", s.job4},             {"job6", s.job6},
                  {"host_side4", s.host_side4}, {"host_side6", s.host_side6}, {"cont_side4", s.cont_side4},
-                 {"cont_side6", s.cont_side6}, {"gw_mac", s.gw_mac},     {"table", s.table}});
+                 {"cont_side6", s.cont_side6}, {"gw_mac", s.gw_mac},     {"table", s.table},
+                 {"rate_bps", s.rate_bps}});
   return {{"host", host},   {"mode", mode},   {"program", program}, {"container_netns", container_netns},
           {"task4", task4}, {"task6", task6}, {"bfd_socket", bfd_socket}, {"nics", n}};
 }
@@ -110,7 +112,7 @@ Result<std::unique_ptr<HostAgent>> HostAgent::open(HostAgentConfig cfg) {
     s.jnic_mac = jl->mac;
     s.jnic_ok = jl->admin_up && jl->carrier;
     s.eth_ok = el->admin_up && el->carrier;
-    dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6});
+    dc.nics.push_back({s.nic_idx, s.up, s.numa, s.gw4, s.gw6, s.job4, s.job6, s.rate_bps / 8});
     dc.container_ifindex.push_back(s.jnic_idx);
     dc.container_mac.push_back(el->mac);
     dc.host_mac.push_back(jl->mac);
@@ -367,8 +369,8 @@ HostAgentState HostAgent::state() const {
     HostAgentState::Nic n{s.index, s.ifname, s.up, s.carrier, s.bfd_ok, s.numa, std::nullopt, std::nullopt};
     if (static_cast<size_t>(s.index) < st.size()) {
       const auto& x = st[static_cast<size_t>(s.index)];
-      n.bpf = HostAgentState::Counters{x.tx_packets,   x.tx_bytes,    x.rx_packets, x.rx_bytes,
-                                       x.flows_active, x.flows_total, x.moved,      x.rebalanced};
+      n.bpf = HostAgentState::Counters{x.tx_packets,   x.tx_bytes,    x.rx_packets, x.rx_bytes, x.flows_active,
+                                       x.flows_total, x.moved,      x.rebalanced, x.spilled,  x.rate};
     }
     if (static_cast<size_t>(s.index) < flows.size()) n.flows = flows[static_cast<size_t>(s.index)];
     out.nics.push_back(std::move(n));
@@ -381,8 +383,9 @@ HostAgentState HostAgent::state() const {
       std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.second.bytes > b.second.bytes; });
       for (size_t i = 0; i < v.size() && i < 256; ++i) {
         const auto& [k, f] = v[i];
+        int nic_node = f.nic < nics_.size() ? nics_[f.nic].numa : -1;
         out.flows->push_back({static_cast<int>(f.nic), f.bytes, f.packets, f.closed != 0, k.proto, k.family,
-                              ntohs(k.sport), ntohs(k.dport)});
+                              ntohs(k.sport), ntohs(k.dport), static_cast<int>(f.node), nic_node, f.rate});
       }
     }
   }
@@ -398,7 +401,8 @@ nlohmann::json HostAgentState::to_json() const {
       const auto& x = *n.bpf;
       j["bpf"] = {{"tx_packets", x.tx_packets}, {"tx_bytes", x.tx_bytes},         {"rx_packets", x.rx_packets},
                   {"rx_bytes", x.rx_bytes},     {"flows_active", x.flows_active}, {"flows_total", x.flows_total},
-                  {"moved", x.moved},           {"rebalanced", x.rebalanced}};
+                  {"moved", x.moved},           {"rebalanced", x.rebalanced},     {"spilled", x.spilled},
+                  {"rate", x.rate}};
     }
     if (n.flows) j["flows"] = *n.flows;
     arr.push_back(std::move(j));
@@ -408,7 +412,8 @@ nlohmann::json HostAgentState::to_json() const {
     nlohmann::json fl = nlohmann::json::array();
     for (const auto& f : *flows)
       fl.push_back({{"nic", f.nic}, {"bytes", f.bytes}, {"packets", f.packets}, {"closed", f.closed},
-                    {"proto", f.proto}, {"family", f.family}, {"sport", f.sport}, {"dport", f.dport}});
+                    {"proto", f.proto}, {"family", f.family}, {"sport", f.sport}, {"dport", f.dport},
+                    {"node", f.node},   {"nic_node", f.nic_node}, {"rate", f.rate}});
     out["flows"] = std::move(fl);
   }
   return out;
@@ -424,8 +429,8 @@ HostAgentState HostAgentState::from_json(const nlohmann::json& j) {
     if (n.contains("bpf")) {
       const auto& b = n["bpf"];
       auto u = [&](const char* k) { return b.value(k, uint64_t{0}); };
-      x.bpf = Counters{u("tx_packets"),   u("tx_bytes"),    u("rx_packets"), u("rx_bytes"),
-                       u("flows_active"), u("flows_total"), u("moved"),      u("rebalanced")};
+      x.bpf = Counters{u("tx_packets"),  u("tx_bytes"), u("rx_packets"), u("rx_bytes"), u("flows_active"),
+                       u("flows_total"), u("moved"),    u("rebalanced"), u("spilled"),  u("rate")};
     }
     if (n.contains("flows")) x.flows = n["flows"].get<uint64_t>();
     s.nics.push_back(std::move(x));
@@ -435,7 +440,8 @@ HostAgentState HostAgentState::from_json(const nlohmann::json& j) {
     for (const auto& f : j["flows"])
       s.flows->push_back({f.value("nic", -1), f.value("bytes", uint64_t{0}), f.value("packets", uint64_t{0}),
                           f.value("closed", false), f.value("proto", 0), f.value("family", 0), f.value("sport", 0),
-                          f.value("dport", 0)});
+                          f.value("dport", 0), f.value("node", 0), f.value("nic_node", 0),
+                          f.value("rate", uint64_t{0})});
   }
   return s;
 }

@@ -78,6 +78,7 @@ HostAgentConfig host_agent_config(const Topology& t, int host, const std::string
     n.cont_side6 = nic.cont_side6.addr.to_string();
     n.gw_mac = to_string(link_mac(nic.link, 0));  // the switch port is end a of the NIC's link
     n.table = kTableBase + static_cast<uint32_t>(nic.index);
+    n.rate_bps = nic.rate_bps;
     c.nics.push_back(std::move(n));
   }
   return c;

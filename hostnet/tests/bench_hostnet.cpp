@@ -1,14 +1,20 @@
 // hostnet benchmark: aggregate egress throughput per mode versus single
-// (4 and 16 flows, 4 NICs at RATE), per-NIC shares, and packets per second
-// per busy core through the BPF path versus the host-routed ecmp path with
-// shaping off. Prints figures; never fails on a number.
+// (4 and 16 flows, 4 NICs at RATE), per-NIC shares, where bpf-numa put
+// each flow (its sender pinned to CPU 0, node 0: NICs 0 and 1), and
+// packets per second per busy core through the BPF path versus the
+// host-routed ecmp path with shaping off. Prints figures; never fails on a
+// number.
 //
 // usage: lanes_bench_hostnet [RATE] [SECONDS]   (root; default 1gbit 5)
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
 
 #include "bgp_support.hpp"
 #include "lanes/hostnet/hostnet.hpp"
@@ -76,8 +82,19 @@ struct Bench {
     return v;
   }
 
+  // the datapath's flow table as the host agent last published it
+  nlohmann::json flows(const std::string& host) {
+    std::ifstream in(run.registry().dir(run.id()) + "/hosts/" + host + "/host-agent-state.json");
+    try {
+      return nlohmann::json::parse(in).value("flows", nlohmann::json::array());
+    } catch (const std::exception&) {
+      return nlohmann::json::array();
+    }
+  }
+
   nlohmann::json iperf(const std::string& host, std::vector<std::string> extra) {
     std::vector<std::string> argv = {"iperf3", "-c", storage4, "-p", "5201", "-J"};
+    if (host == "numa") argv.insert(argv.begin(), {"taskset", "-c", "0"});
     argv.insert(argv.end(), extra.begin(), extra.end());
     ProcessSpec spec{"iperf3", argv};
     spec.netns_fd = ns.at(host).fd();
@@ -91,6 +108,28 @@ struct Bench {
   }
 };
 
+// Where bpf-numa put the data flows of iperf3 run J (its local ports):
+// the node each was opened on and the node of the NIC it ended on. The
+// agent publishes its table once a second: wait for a table that has them.
+void numa_placement(Bench& b, const nlohmann::json& j) {
+  std::set<int> ports;
+  if (j.contains("start"))
+    for (const auto& c : j["start"].value("connected", nlohmann::json::array())) ports.insert(c.value("local_port", 0));
+  std::map<std::pair<int, int>, int> placed;  // (opened on, NIC's node) → flows
+  for (int tries = 0; tries < 30; ++tries) {
+    placed.clear();
+    int seen = 0;
+    for (const auto& f : b.flows("numa"))
+      if (ports.count(f.value("sport", 0))) ++placed[{f.value("node", -1), f.value("nic_node", -1)}], ++seen;
+    if (seen >= static_cast<int>(ports.size())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::string out;
+  for (const auto& [k, n] : placed)
+    out += fmt::format("{}{} opened on node {} ran on node {}", out.empty() ? "" : ", ", n, k.first, k.second);
+  std::printf("          placement: %s\n", out.empty() ? "(not in the agent's table)" : out.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,7 +140,7 @@ int main(int argc, char** argv) {
     Bench b(rate, {"single", "ecmp", "bpf", "bpf-numa"});
     std::printf("egress throughput, 4 NICs at %s, %s s per run, iperf3 to storage:\n", rate.c_str(), secs.c_str());
     std::map<int, double> single;
-    for (int flows : {4, 16}) {
+    for (int flows : {2, 4, 16}) {
       for (const char* h : {"single", "ecmp", "bpf", "numa"}) {
         auto before = b.nic_tx(h);
         auto j = b.iperf(h, {"-P", std::to_string(flows), "-t", secs});
@@ -114,6 +153,7 @@ int main(int argc, char** argv) {
         std::printf("  %-7s %2d flows: %6.0f Mbit/s  x%.2f vs single  NIC shares %.2f %.2f %.2f %.2f\n", h, flows,
                     bps / 1e6, single[flows] > 0 ? bps / single[flows] : 0.0, d[0] / total, d[1] / total, d[2] / total,
                     d[3] / total);
+        if (std::string(h) == "numa") numa_placement(b, j);
       }
     }
   }

@@ -27,10 +27,11 @@ struct Pkt {
   std::string src, dst;
   uint16_t sport = 0, dport = 0;
   bool fin = false;
+  size_t payload = 32;
 };
 
 std::vector<uint8_t> build(const Pkt& p) {
-  std::vector<uint8_t> b(14 + (p.v6 ? 40 : 20) + 20 + 32, 0);
+  std::vector<uint8_t> b(14 + (p.v6 ? 40 : 20) + 20 + p.payload, 0);
   auto* eth = reinterpret_cast<ethhdr*>(b.data());
   eth->h_proto = htons(p.v6 ? ETH_P_IPV6 : ETH_P_IP);
   uint8_t* l3 = b.data() + 14;
@@ -125,11 +126,17 @@ DatapathConfig four_nics(int mode = LANES_MODE_BPF) {
   return c;
 }
 
+// The programs' clock stands still (at kT0) unless a test moves it: the
+// load windows (kWindow) turn only when it says so.
+constexpr uint64_t kT0 = 1'000'000'000'000;
+constexpr uint64_t kWindow = 50'000'000;
+
 Datapath loaded(const DatapathConfig& c) {
   lanes::test::require_root();
   auto d = Datapath::open_and_load();
   REQUIRE(d.ok());
   REQUIRE(d.value().configure(c).ok());
+  REQUIRE(d.value().set_clock(kT0).ok());
   return std::move(d).value();
 }
 
@@ -210,7 +217,8 @@ TEST_CASE("egress: FIN ends a flow's active count", "[bpf]") {
   p.fin = true;
   run(dp.egress_fd(), build(p));
   CHECK(dp.stats(4).value()[0].flows_active == 0);
-  // the next new flow may use NIC 0 again
+  // once it has not sent for a window, the next new flow may use NIC 0 again
+  REQUIRE(dp.set_clock(kT0 + 2 * kWindow).ok());
   run(dp.egress_fd(), build(tcp4(44001)));
   CHECK(nic_of(dp, tcp4(44001)) == 0);
 }
@@ -274,4 +282,217 @@ TEST_CASE("ingress: the job's packets go straight to its container link", "[bpf]
     }
   }
   CHECK(dp.stats(4).value()[2].rx_packets == 1);
+}
+
+namespace {
+
+// A flow table driven window by window on the programs' clock: flows that
+// send BYTES each window (in 1400-byte packets), the NIC each one is on.
+struct Windows {
+  Datapath& dp;
+  uint64_t now = kT0;
+  explicit Windows(Datapath& d) : dp(d) {}
+  void send(const Pkt& p, size_t bytes) {
+    Pkt q = p;
+    q.payload = 1400;
+    for (size_t sent = 0; sent < bytes; sent += 1400) REQUIRE(run(dp.egress_fd(), build(q)).retval == TC_ACT_REDIRECT);
+  }
+  void next() {
+    now += kWindow;
+    REQUIRE(dp.set_clock(now).ok());
+  }
+  // N windows in which every flow of FLOWS sends BYTES
+  void run_for(int n, const std::vector<Pkt>& flows, size_t bytes) {
+    for (int w = 0; w < n; ++w) {
+      next();
+      for (const auto& f : flows) send(f, bytes);
+    }
+  }
+  std::vector<int> per_nic(const std::vector<Pkt>& flows) {
+    std::vector<int> n(4, 0);
+    for (const auto& f : flows) {
+      int nic = nic_of(dp, f);
+      REQUIRE(nic >= 0);
+      ++n[static_cast<size_t>(nic)];
+    }
+    return n;
+  }
+};
+
+std::vector<Pkt> bulk(int n, uint16_t base) {
+  std::vector<Pkt> v;
+  for (int i = 0; i < n; ++i) v.push_back(tcp4(static_cast<uint16_t>(base + i)));
+  return v;
+}
+
+std::string show(const std::vector<int>& v) {
+  std::string o;
+  for (int x : v) o += " " + std::to_string(x);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("egress: 1 to 8 bulk flows on 4 NICs, beside idle connections, end up as even as they can be", "[bpf]") {
+  for (int k = 1; k <= 8; ++k) {
+    INFO(k << " bulk flows");
+    auto dp = loaded(four_nics());
+    Windows w(dp);
+    // what a real host has besides the bulk flows: a BGP session from each
+    // NIC's own address (bound to its NIC) and a control connection that
+    // spoke a moment before the transfers began (iperf3's), then fell silent
+    std::vector<Pkt> sessions;
+    for (int i = 0; i < 4; ++i) sessions.push_back(tcp4(179, "198.19.1." + std::to_string(i)));
+    for (const auto& s : sessions) w.send(s, 200);
+    w.next();
+    Pkt control = tcp4(39999);
+    w.send(control, 300);
+    auto flows = bulk(k, 40000);
+    for (const auto& f : flows) w.send(f, 1);  // every SYN in the same window
+    w.run_for(6, flows, 14000);
+    auto n = w.per_nic(flows);
+    INFO("per NIC:" << show(n));
+    for (int x : n) CHECK((x == k / 4 || x == (k + 3) / 4));
+    // they stay there
+    auto st0 = dp.stats(4).value();
+    w.run_for(30, flows, 14000);
+    CHECK(w.per_nic(flows) == n);
+    auto st1 = dp.stats(4).value();
+    for (size_t i = 0; i < 4; ++i) CHECK(st1[i].rebalanced == st0[i].rebalanced);
+    for (int i = 0; i < 4; ++i) CHECK(nic_of(dp, sessions[static_cast<size_t>(i)]) == i);
+  }
+}
+
+TEST_CASE("egress: flows that end leave NICs idle: a NIC carrying two gives one over, once", "[bpf]") {
+  auto dp = loaded(four_nics());
+  Windows w(dp);
+  auto first = bulk(4, 40100);
+  for (const auto& f : first) w.send(f, 1);
+  REQUIRE(w.per_nic(first) == std::vector<int>{1, 1, 1, 1});
+  w.run_for(2, first, 14000);
+  // two more while every NIC is equally busy: NICs 0 and 1 (the fewest open flows, in order)
+  Pkt x = tcp4(40200), y = tcp4(40201);
+  w.send(x, 1);
+  w.send(y, 1);
+  REQUIRE(nic_of(dp, x) == 0);
+  REQUIRE(nic_of(dp, y) == 1);
+  // the flows on NICs 2 and 3 end
+  for (size_t i : {2u, 3u}) {
+    Pkt fin = first[i];
+    fin.fin = true;
+    w.send(fin, 1);
+  }
+  std::vector<Pkt> left = {first[0], first[1], x, y};
+  w.run_for(4, left, 14000);
+  auto n = w.per_nic(left);
+  INFO("per NIC:" << show(n));
+  CHECK(n == std::vector<int>{1, 1, 1, 1});
+  uint64_t moves = 0;
+  for (const auto& s : dp.stats(4).value()) moves += s.rebalanced;
+  CHECK(moves == 2);
+  w.run_for(40, left, 14000);
+  CHECK(w.per_nic(left) == n);
+  uint64_t later = 0;
+  for (const auto& s : dp.stats(4).value()) later += s.rebalanced;
+  CHECK(later == moves);  // no flow moves back and forth
+}
+
+TEST_CASE("egress: idle connections do not weigh like bulk flows", "[bpf]") {
+  auto cfg = four_nics();
+  for (auto& n : cfg.nics) n.line_rate = 320'000;  // bytes/s: one bulk flow below fills 7/8 of it
+  auto dp = loaded(cfg);
+  Windows w(dp);
+  // NIC 0: three connections that say something now and then; NICs 1-3: a bulk flow each
+  auto idle = bulk(3, 40300);
+  auto busy = bulk(3, 40400);
+  for (const auto& f : idle) w.send(f, 1);
+  REQUIRE(w.per_nic(idle) == std::vector<int>{1, 1, 1, 0});
+  // move the idle ones' start out of the way: they were placed before anything was busy
+  w.run_for(3, {}, 0);
+  for (const auto& f : busy) w.send(f, 1);
+  w.run_for(3, busy, 14000);
+  // a window in which the idle ones say something too
+  w.next();
+  for (const auto& f : busy) w.send(f, 14000);
+  for (const auto& f : idle) w.send(f, 100);
+  auto load = w.per_nic(busy);
+  INFO("bulk per NIC:" << show(load));
+  // the new bulk flow goes where no load is, however many idle connections are there
+  w.next();
+  Pkt fresh = tcp4(40500);
+  w.send(fresh, 1);
+  int nic = nic_of(dp, fresh);
+  for (size_t i = 0; i < 4; ++i)
+    if (load[i] == 0) CHECK(nic == static_cast<int>(i));
+}
+
+TEST_CASE("egress: a returned NIC takes back a flow from the NIC that carried two", "[bpf]") {
+  auto dp = loaded(four_nics());
+  Windows w(dp);
+  auto flows = bulk(4, 40600);
+  for (const auto& f : flows) w.send(f, 1);
+  w.run_for(2, flows, 14000);
+  REQUIRE(w.per_nic(flows) == std::vector<int>{1, 1, 1, 1});
+  REQUIRE(dp.set_nic_up(2, false).ok());
+  w.run_for(3, flows, 14000);
+  auto down = w.per_nic(flows);
+  CHECK(down[2] == 0);
+  REQUIRE(dp.set_nic_up(2, true).ok());
+  w.run_for(2, flows, 14000);
+  CHECK(w.per_nic(flows) == std::vector<int>{1, 1, 1, 1});
+  CHECK(dp.stats(4).value()[2].moved == 1);
+  CHECK(dp.stats(4).value()[2].rebalanced == 1);
+}
+
+TEST_CASE("egress bpf-numa: local NICs first, the other node's only while they are full", "[bpf]") {
+  auto cfg = four_nics(LANES_MODE_BPF_NUMA);
+  cfg.cpu_node.assign(256, 1);  // every CPU on node 1: NICs 2 and 3
+  constexpr size_t kPerWindow = 14000;  // bytes per flow per window: 280 kB/s
+  SECTION("light flows stay home") {
+    for (auto& n : cfg.nics) n.line_rate = 100'000'000;
+    auto dp = loaded(cfg);
+    Windows w(dp);
+    auto flows = bulk(16, 40700);
+    for (const auto& f : flows) w.send(f, 1);
+    w.run_for(10, flows, kPerWindow);
+    CHECK(w.per_nic(flows) == std::vector<int>{0, 0, 8, 8});
+    for (const auto& s : dp.stats(4).value()) CHECK(s.spilled == 0);
+  }
+  SECTION("full local NICs spill to the other node") {
+    // 8 flows fill a local NIC: 8 x 280 kB/s = its line rate
+    for (auto& n : cfg.nics) n.line_rate = 8 * kPerWindow * 20;
+    auto dp = loaded(cfg);
+    Windows w(dp);
+    auto flows = bulk(16, 40800);
+    for (const auto& f : flows) w.send(f, 1);
+    CHECK(w.per_nic(flows) == std::vector<int>{0, 0, 8, 8});  // placed at home first
+    w.run_for(10, flows, kPerWindow);
+    auto n = w.per_nic(flows);
+    INFO("per NIC:" << show(n));
+    CHECK(n[0] >= 1);
+    CHECK(n[1] >= 1);
+    CHECK(n[2] + n[3] > n[0] + n[1]);  // home keeps the most
+    CHECK(n[0] + n[1] + n[2] + n[3] == 16);
+    auto st = dp.stats(4).value();
+    CHECK(st[0].spilled + st[1].spilled == static_cast<uint64_t>(n[0] + n[1]));
+    CHECK(st[2].spilled + st[3].spilled == 0);
+    // each flow says where it came from: node 1
+    for (const auto& [k, f] : dp.flows().value()) CHECK(f.node == 1);
+    // the flows at home end: the ones away come home, where there is room now
+    std::vector<Pkt> away;
+    for (const auto& f : flows) {
+      int nic = nic_of(dp, f);
+      if (nic >= 2) {
+        Pkt fin = f;
+        fin.fin = true;
+        w.send(fin, 1);
+      } else {
+        away.push_back(f);
+      }
+    }
+    w.run_for(2 + 10, away, kPerWindow);  // past the hold on a moved flow
+    auto back = w.per_nic(away);
+    INFO("the ones that were away, per NIC:" << show(back));
+    CHECK(back[0] + back[1] == 0);
+  }
 }

@@ -104,9 +104,9 @@ TEST_CASE("the host agent's state is published and read back as the same struct,
                                      {1, "nic1", false, false, true, 1, std::nullopt, std::nullopt}}, std::nullopt};
   HostAgentState bpf = ecmp;
   bpf.mode = "bpf";
-  bpf.nics[0].bpf = HostAgentState::Counters{1, 2, 3, 4, 5, 6, 7, 8};
+  bpf.nics[0].bpf = HostAgentState::Counters{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   bpf.nics[0].flows = 5;
-  bpf.flows = std::vector<HostAgentState::Flow>{{0, 1000, 10, false, 6, 4, 40000, 5201}, {1, 10, 1, true, 6, 6, 40001, 179}};
+  bpf.flows = std::vector<HostAgentState::Flow>{{0, 1000, 10, false, 6, 4, 40000, 5201, 1, 0, 125000}, {1, 10, 1, true, 6, 6, 40001, 179, 0, 0, 0}};
   for (const auto& st : {ecmp, bpf}) CHECK(HostAgentState::from_json(nlohmann::json::parse(st.to_json().dump())) == st);
   // lanes status and the runner see the keys they always did
   auto j = bpf.to_json();

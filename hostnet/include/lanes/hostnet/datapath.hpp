@@ -23,6 +23,7 @@ struct DatapathNic {
   int numa = 0;
   std::string gw4, gw6;
   std::string job4, job6;
+  uint64_t line_rate = 0;  // bytes/s; 0: unshaped (never full)
 };
 
 struct DatapathConfig {
@@ -33,6 +34,7 @@ struct DatapathConfig {
   std::vector<std::array<uint8_t, 6>> host_mac;      // host side MAC per link
   std::string task4, task6;
   std::vector<uint32_t> cpu_node;                    // CPU → NUMA node
+  uint64_t window_ns = 0;                            // load measurement window (0: the program's 50 ms)
 };
 
 class Datapath {
@@ -49,6 +51,9 @@ class Datapath {
   testbed::Status configure(const DatapathConfig& cfg);
   // A NIC that comes back starts a new epoch: open flows rebalance onto it.
   testbed::Status set_nic_up(int nic, bool up);
+  // Stops the programs' clock at NS (0: the kernel's clock again). For
+  // tests, which drive the load windows with it.
+  testbed::Status set_clock(uint64_t ns);
   // tc ingress of IFINDEX in the calling thread's namespace
   testbed::Status attach_egress(int ifindex);
   testbed::Status attach_ingress(int ifindex);

@@ -29,6 +29,7 @@ struct HostAgentConfig {
     std::string gw4, gw6, job4, job6, host_side4, host_side6, cont_side4, cont_side6;
     std::string gw_mac;  // the switch port's MAC: the NIC's permanent neighbour for gw4 and gw6
     uint32_t table = 0;  // the NIC's own routing table (0: none)
+    uint64_t rate_bps = 0;  // its line rate (0: unshaped): the datapath's measure of full
     bool operator==(const Nic&) const = default;
   };
   std::string host;
@@ -53,7 +54,9 @@ struct HostAgentState {
     uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
     uint64_t flows_active = 0, flows_total = 0;
     uint64_t moved = 0;       // flows moved away from the NIC when it went down
-    uint64_t rebalanced = 0;  // flows moved onto it from a busier one after a NIC returned
+    uint64_t rebalanced = 0;  // flows moved onto it from a busier one (load, or a NIC's return)
+    uint64_t spilled = 0;     // flows placed or moved onto it off their CPU's node (bpf-numa)
+    uint64_t rate = 0;        // bytes/s over its last measured window
     bool operator==(const Counters&) const = default;
   };
   struct Nic {
@@ -70,6 +73,9 @@ struct HostAgentState {
     uint64_t bytes = 0, packets = 0;
     bool closed = false;
     int proto = 0, family = 0, sport = 0, dport = 0;
+    int node = 0;       // the NUMA node of the CPU that opened it
+    int nic_node = 0;   // the node of the NIC it runs on
+    uint64_t rate = 0;  // bytes/s over its last measured window
     bool operator==(const Flow&) const = default;
   };
   std::string host, mode;
