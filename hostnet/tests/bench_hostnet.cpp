@@ -1,13 +1,26 @@
 // hostnet benchmark: aggregate egress throughput per mode versus single
 // (4 and 16 flows, 4 NICs at RATE), per-NIC shares, where bpf-numa put
 // each flow (its sender pinned to CPU 0, node 0: NICs 0 and 1), and
-// packets per second per busy core through the BPF path versus the
-// host-routed ecmp path with shaping off. Prints figures; never fails on a
-// number.
+// the forwarding cost per packet through the BPF path versus the
+// host-routed ecmp path with shaping off (forwarding() below). Prints
+// figures; never fails on a number.
 //
-// usage: lanes_bench_hostnet [RATE] [SECONDS]   (root; default 1gbit 5)
+// usage: lanes_bench_hostnet [RATE] [SECONDS] [all|throughput|forwarding]
+//        (root; default 1gbit 5 all)
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <linux/pkt_cls.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -130,13 +143,208 @@ void numa_placement(Bench& b, const nlohmann::json& j) {
   std::printf("          placement: %s\n", out.empty() ? "(not in the agent's table)" : out.c_str());
 }
 
-}  // namespace
+// ---- forwarding: what the host costs per packet, ecmp (routed) vs bpf ----
+//
+// Frames are made once and sent with sendmmsg from AF_PACKET sockets on the
+// container's links (no UDP socket, no qdisc): 16 flows, 4 per link, from
+// the task IP to storage. They are counted at the rack switch's ports
+// facing the host; the switch forwards them to storage, which drops them
+// (no one listens on port 9), the same work in both modes. The floor:
+// frames to a MAC no one has, counted where the host side of the container
+// links takes them in and drops them at once (making, sending and
+// receiving a frame, without the host's forwarding). The CPU is the whole
+// machine's (/proc/stat) over the run: the sender's core does the work
+// (veth hands a frame to its peer on the sending CPU), and the host's
+// share is a mode's cost minus the floor's. (A tc drop at the switch
+// ports, which would spare the switch's and storage's work, stalled the
+// container links for the rest of the run on this 6.18 kernel: left out.)
 
-int main(int argc, char** argv) {
-  lanes::test::require_root();
+uint16_t ip_checksum(const uint8_t* h, size_t n) {
+  uint32_t sum = 0;
+  for (size_t i = 0; i + 1 < n; i += 2) sum += static_cast<uint32_t>(h[i] << 8 | h[i + 1]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+// lanes_bench_hostnet --blast SECS FRAME SRC DST DEV MAC0 MAC1 MAC2 MAC3,
+// run in the namespace of devices DEV0..DEV3 (the container's eth<k>, or
+// the host's nic<k>): frames of FRAME bytes (Ethernet header included) out
+// of each, to MACk, 4 flows per device, in bursts of 64 for SECS seconds.
+// Prints the frames the kernel took.
+int blast_main(int argc, char** argv) {
+  if (argc != 11) return 2;
+  std::string prefix = argv[6];
+  double secs = std::atof(argv[2]);
+  size_t frame = static_cast<size_t>(std::atoi(argv[3]));
+  in_addr src{}, dst{};
+  if (frame < 60 || frame > 1514 || inet_pton(AF_INET, argv[4], &src) != 1 || inet_pton(AF_INET, argv[5], &dst) != 1)
+    return 2;
+  constexpr int kBurst = 64;
+  std::vector<int> socks;
+  std::vector<std::vector<uint8_t>> frames;  // link k's flows at 4k .. 4k+3
+  for (int k = 0; k < 4; ++k) {
+    std::string eth = prefix + std::to_string(k);
+    std::array<uint8_t, 6> dmac{};
+    if (std::sscanf(argv[7 + k], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &dmac[0], &dmac[1], &dmac[2], &dmac[3], &dmac[4],
+                    &dmac[5]) != 6)
+      return 2;
+    int fd = ::socket(AF_PACKET, SOCK_RAW, 0);
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_IP);
+    sll.sll_ifindex = static_cast<int>(if_nametoindex(eth.c_str()));
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", eth.c_str());
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) || ::ioctl(fd, SIOCGIFHWADDR, &ifr)) {
+      std::perror(eth.c_str());
+      return 1;
+    }
+    int one = 1;  // straight to the device: a full link says so (ENOBUFS) instead of dropping
+    ::setsockopt(fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one);
+    socks.push_back(fd);
+    for (int f = 0; f < 4; ++f) {
+      std::vector<uint8_t> fr(frame, 0);
+      std::memcpy(fr.data(), dmac.data(), 6);
+      std::memcpy(fr.data() + 6, ifr.ifr_hwaddr.sa_data, 6);
+      fr[12] = 0x08;
+      uint8_t* ip = fr.data() + 14;
+      size_t ip_len = frame - 14;
+      ip[0] = 0x45;
+      ip[2] = static_cast<uint8_t>(ip_len >> 8);
+      ip[3] = static_cast<uint8_t>(ip_len);
+      ip[8] = 64;
+      ip[9] = IPPROTO_UDP;
+      std::memcpy(ip + 12, &src, 4);
+      std::memcpy(ip + 16, &dst, 4);
+      uint16_t c = ip_checksum(ip, 20);
+      ip[10] = static_cast<uint8_t>(c >> 8);
+      ip[11] = static_cast<uint8_t>(c);
+      uint8_t* udp = ip + 20;
+      uint16_t sport = static_cast<uint16_t>(20000 + 4 * k + f), ulen = static_cast<uint16_t>(ip_len - 20);
+      udp[0] = static_cast<uint8_t>(sport >> 8);
+      udp[1] = static_cast<uint8_t>(sport);
+      udp[3] = 9;  // discard
+      udp[4] = static_cast<uint8_t>(ulen >> 8);
+      udp[5] = static_cast<uint8_t>(ulen);
+      frames.push_back(std::move(fr));
+    }
+  }
+  std::vector<std::vector<mmsghdr>> msgs(4, std::vector<mmsghdr>(kBurst));
+  std::vector<std::vector<iovec>> iov(4, std::vector<iovec>(kBurst));
+  for (size_t k = 0; k < 4; ++k)
+    for (size_t i = 0; i < kBurst; ++i) {
+      auto& fr = frames[4 * k + i % 4];
+      iov[k][i] = {fr.data(), fr.size()};
+      msgs[k][i].msg_hdr.msg_iov = &iov[k][i];
+      msgs[k][i].msg_hdr.msg_iovlen = 1;
+    }
+  uint64_t sent = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(secs);
+  while (std::chrono::steady_clock::now() < end)
+    for (size_t k = 0; k < 4; ++k) {
+      int n = ::sendmmsg(socks[k], msgs[k].data(), kBurst, 0);
+      if (n > 0) sent += static_cast<uint64_t>(n);
+    }
+  std::printf("%lu\n", static_cast<unsigned long>(sent));
+  return 0;
+}
+
+// Runs a blast from HOST's container (out of its links to the host, or for
+// the floor to a MAC no one has), or from HOST itself (out of its NICs to
+// the switch: the path beyond the host); the frames the kernel took.
+enum class From { container, floor, nics };
+uint64_t blast(Bench& b, const std::string& self, const std::string& host, size_t frame, double secs, From from) {
+  std::vector<std::array<uint8_t, 6>> to(4);
+  int h = b.run.node(host);
+  if (from == From::nics) {
+    std::map<std::string, std::array<uint8_t, 6>> port;  // the switch's ports
+    for (const auto& l : b.run.tb().netlink(b.run.node("r1-tor")).links().value()) port[l.name] = l.mac;
+    for (const auto& l : b.run.topo().links)
+      if (l.kind == LinkKind::host_nic && l.b.node == h) to[static_cast<size_t>(l.nic)] = port[l.a.ifname];
+  } else {
+    for (const auto& l : b.run.tb().netlink(h).links().value())
+      if (l.name.size() == 5 && l.name.rfind("jnic", 0) == 0) to[static_cast<size_t>(l.name[4] - '0')] = l.mac;
+    if (from == From::floor)
+      for (auto& m : to) m[5] ^= 0x80;  // no one's: the host side takes it in and drops it at once
+  }
+  std::vector<std::string> argv = {self, "--blast", fmt::format("{}", secs), std::to_string(frame),
+                                   b.run.topo().nodes[static_cast<size_t>(h)].job->task_ip4.to_string(), b.storage4,
+                                   from == From::nics ? "nic" : "eth"};
+  for (const auto& m : to)
+    argv.push_back(fmt::format("{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5]));
+  ProcessSpec spec{"blast", argv};
+  spec.netns_fd = from == From::nics ? b.run.tb().netns(h).fd() : b.ns.at(host).fd();
+  spec.new_session = false;
+  auto r = run_capture(spec, std::chrono::seconds(static_cast<long>(secs) + 30));
+  if (!r || r.value().status != 0) throw std::runtime_error("the blast from " + host + " failed");
+  return std::stoull(r.value().out);
+}
+
+// rx packets over NODE's devices named in DEVS
+uint64_t rx_packets(Bench& b, const std::string& node, const std::set<std::string>& devs) {
+  uint64_t n = 0;
+  for (const auto& l : b.run.tb().netlink(b.run.node(node)).links().value())
+    if (devs.count(l.name)) n += l.rx_packets;
+  return n;
+}
+
+void forwarding(Bench& b, const std::string& self, double secs) {
+  // the switch ports facing each host's NICs count what arrives
+  std::map<std::string, std::set<std::string>> ports;
+  int tor = b.run.node("r1-tor");
+  for (const auto& l : b.run.topo().links)
+    if (l.kind == LinkKind::host_nic && l.a.node == tor)
+      ports[b.run.topo().nodes[static_cast<size_t>(l.b.node)].name].insert(l.a.ifname);
+  const std::set<std::string> jnics = {"jnic0", "jnic1", "jnic2", "jnic3"};
+  long hz = sysconf(_SC_CLK_TCK);
+  std::printf("forwarding cost per packet, shaping off, frames from AF_PACKET sendmmsg (16 flows over 4 devices), "
+              "%.0f s each, counted where they arrive:\n", secs);
+  struct Row {
+    const char* what;
+    const char* host;
+    From from;
+  };
+  const Row rows[] = {{"floor", "ecmp", From::floor}, {"beyond", "ecmp", From::nics},
+                      {"ecmp", "ecmp", From::container}, {"bpf", "bpf", From::container}};
+  for (size_t frame : {64u, 1514u}) {
+    std::map<std::string, double> ns_per;
+    for (const auto& r : rows) {
+      auto counted = [&] {
+        return r.from == From::floor ? rx_packets(b, r.host, jnics) : rx_packets(b, "r1-tor", ports[r.host]);
+      };
+      uint64_t before = counted(), j0 = busy_jiffies();
+      auto t0 = std::chrono::steady_clock::now();
+      uint64_t sent = blast(b, self, r.host, frame, secs, r.from);
+      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double busy = static_cast<double>(busy_jiffies() - j0) / static_cast<double>(hz);
+      uint64_t got = counted() - before;
+      ns_per[r.what] = got ? busy * 1e9 / static_cast<double>(got) : 0;
+      double gbit = static_cast<double>(got) * static_cast<double>(frame) * 8 / 1e9;
+      std::printf("  %4zu B  %-6s %9.0f sent %9.0f arrived (%4.2f Mpps)  %.2f busy CPU-s: %8.0f packets/s per core, "
+                  "%5.0f ns per packet, %.3f CPU-s per Gbit\n",
+                  frame, r.what, static_cast<double>(sent), static_cast<double>(got),
+                  static_cast<double>(got) / wall / 1e6, busy, busy > 0 ? static_cast<double>(got) / busy : 0,
+                  ns_per[r.what], gbit > 0 ? busy / gbit : 0);
+    }
+    // a mode's row minus the path beyond the host: the container link and the host's forwarding
+    double host_ecmp = ns_per["ecmp"] - ns_per["beyond"], host_bpf = ns_per["bpf"] - ns_per["beyond"];
+    std::printf("  %4zu B  per core bpf / ecmp: %.2f; container link + host (mode minus beyond): ecmp %.0f ns, bpf "
+                "%.0f ns per packet: bpf saves %.0f%% of it\n",
+                frame, ns_per["bpf"] > 0 ? ns_per["ecmp"] / ns_per["bpf"] : 0, host_ecmp, host_bpf,
+                host_ecmp > 0 ? 100 * (host_ecmp - host_bpf) / host_ecmp : 0);
+  }
+}
+
+}  // namespace
+int bench(int argc, char** argv) {
   std::string rate = argc > 1 ? argv[1] : "1gbit";
   std::string secs = argc > 2 ? argv[2] : "5";
-  {
+  std::string part = argc > 3 ? argv[3] : "all";
+  if (part != "all" && part != "throughput" && part != "forwarding") {
+    std::fprintf(stderr, "usage: lanes_bench_hostnet [RATE] [SECONDS] [all|throughput|forwarding]\n");
+    return 2;
+  }
+  if (part != "forwarding") {
     Bench b(rate, {"single", "ecmp", "bpf", "bpf-numa"});
     std::printf("egress throughput, 4 NICs at %s, %s s per run, iperf3 to storage:\n", rate.c_str(), secs.c_str());
     std::map<int, double> single;
@@ -157,25 +365,20 @@ int main(int argc, char** argv) {
       }
     }
   }
-  {
+  if (part != "throughput") {
     Bench b("off", {"ecmp", "bpf"});
-    std::printf("packets per second per busy core, shaping off, 64-byte UDP, 4 streams, %s s:\n", secs.c_str());
-    std::map<std::string, double> ppc;
-    for (const char* h : {"ecmp", "bpf"}) {
-      uint64_t j0 = busy_jiffies();
-      auto t0 = std::chrono::steady_clock::now();
-      auto j = b.iperf(h, {"-u", "-b", "0", "-l", "64", "-P", "4", "-t", secs});
-      double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      double busy = static_cast<double>(busy_jiffies() - j0) / static_cast<double>(sysconf(_SC_CLK_TCK));
-      double pkts = 0;
-      if (j.contains("end") && j["end"].contains("sum")) {
-        pkts = j["end"]["sum"].value("packets", 0.0) - j["end"]["sum"].value("lost_packets", 0.0);
-      }
-      ppc[h] = busy > 0 ? pkts / busy : 0;
-      std::printf("  %-5s %9.0f packets delivered, %.2f busy CPU-seconds over %.1f s: %8.0f packets/s per core\n", h,
-                  pkts, busy, wall, ppc[h]);
-    }
-    if (ppc["ecmp"] > 0) std::printf("  ratio bpf / ecmp: %.2f\n", ppc["bpf"] / ppc["ecmp"]);
+    forwarding(b, argv[0], std::stod(secs));
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--blast") return blast_main(argc, argv);
+  lanes::test::require_root();
+  try {
+    return bench(argc, argv);
+  } catch (const std::exception& e) {  // unwound: each run taken down on the way
+    std::fprintf(stderr, "lanes_bench_hostnet: %s\n", e.what());
+    return 1;
+  }
 }
