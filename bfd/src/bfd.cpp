@@ -122,6 +122,7 @@ void Session::schedule_tx(Clock::time_point now) {
   double hi = cfg_.detect_mult == 1 ? 0.90 : 1.0;
   double j = std::uniform_real_distribution<double>(0.75, hi)(rng_);
   next_tx_ = now + std::chrono::duration_cast<Clock::duration>(tx_interval() * j);
+  tx_open_ = now + std::chrono::duration_cast<Clock::duration>(tx_interval() * 0.75);
 }
 
 Control Session::packet() const {
@@ -148,7 +149,10 @@ void Session::set_state(State s, Diag d, Clock::time_point now) {
   // the Desired Min TX Interval changed (1 s outside Up): a Poll Sequence
   if (desired_tx_now() != advertised_tx_us_) polling_ = true;
   // a shorter interval applies at once; the peer hears of the change now
-  if (tx_interval() < before || s != State::up) next_tx_ = std::min(next_tx_, now);
+  if (tx_interval() < before || s != State::up) {
+    next_tx_ = std::min(next_tx_, now);
+    tx_open_ = std::min(tx_open_, now);
+  }
 }
 
 void Session::received(const Control& c, Clock::time_point now) {
@@ -189,7 +193,7 @@ void Session::received(const Control& c, Clock::time_point now) {
   }
 }
 
-std::optional<Control> Session::tick(Clock::time_point now) {
+std::optional<Control> Session::tick(Clock::time_point now, bool coalesce) {
   if (detecting_ && now >= detect_at_) {
     // §6.8.4: the peer is gone; its discriminator with it
     detecting_ = false;
@@ -204,7 +208,7 @@ std::optional<Control> Session::tick(Clock::time_point now) {
     c.final = true;
     return c;
   }
-  if (now < next_tx_) return std::nullopt;
+  if (now < (coalesce ? tx_open_ : next_tx_)) return std::nullopt;
   schedule_tx(now);
   // §6.8.7: a peer asking for no packets (Required Min RX 0) gets none
   if (remote_min_rx_us_ == 0) return std::nullopt;

@@ -80,7 +80,8 @@ Result<Fd> udp_socket(const LinkConfig& cfg, const SockAddr& local, const std::s
                       opt(IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) &&
                       opt(IPPROTO_IPV6, IPV6_FREEBIND, &one, sizeof one)
                 : opt(IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) && opt(IPPROTO_IP, IP_RECVTTL, &one, sizeof one) &&
-                      opt(IPPROTO_IP, IP_TOS, &tos, sizeof tos) && opt(IPPROTO_IP, IP_FREEBIND, &one, sizeof one));
+                      opt(IPPROTO_IP, IP_TOS, &tos, sizeof tos) && opt(IPPROTO_IP, IP_FREEBIND, &one, sizeof one)) &&
+            opt(SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);  // when each packet arrived
   if (!ok) return errno_error(what + ": socket options");
   return fd;
 }
@@ -130,9 +131,14 @@ void LinkSession::send(const Control& c) {
 
 bool LinkSession::readable(Clock::time_point now) {
   auto before = session_.state();
+  // the kernel stamps packets with the real-time clock: the session's
+  // clock is the monotonic one, so a stamp becomes NOW less its age
+  timespec real{};
+  ::clock_gettime(CLOCK_REALTIME, &real);
+  auto real_now = std::chrono::seconds(real.tv_sec) + std::chrono::nanoseconds(real.tv_nsec);
   for (;;) {
     uint8_t buf[128];
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int)) * 2];
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(timespec))];
     sockaddr_storage from{};
     iovec iov{buf, sizeof buf};
     msghdr m{};
@@ -145,10 +151,18 @@ bool LinkSession::readable(Clock::time_point now) {
     ssize_t n = ::recvmsg(rx_.get(), &m, MSG_DONTWAIT);
     if (n < 0) break;  // EAGAIN: all read (errors on a UDP socket carry nothing to act on)
     int ttl = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+    Clock::time_point arrived = now;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
       if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) ||
           (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT))
         std::memcpy(&ttl, CMSG_DATA(c), sizeof ttl);
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec ts{};
+        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        auto age = real_now - (std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+        if (age > Clock::duration::zero()) arrived = now - std::chrono::duration_cast<Clock::duration>(age);
+      }
+    }
     // RFC 5881 §5: without authentication, only TTL 255 proves the packet
     // was not forwarded
     if (ttl != kTtl) {
@@ -172,7 +186,7 @@ bool LinkSession::readable(Clock::time_point now) {
       continue;
     }
     ++received_;
-    session_.received(*c, now);
+    session_.received(*c, arrived);
   }
   // a Final or a changed state goes out at once
   bool changed = session_.state() != before;
@@ -180,9 +194,9 @@ bool LinkSession::readable(Clock::time_point now) {
   return changed;
 }
 
-bool LinkSession::tick(Clock::time_point now) {
+bool LinkSession::tick(Clock::time_point now, bool coalesce) {
   auto before = session_.state();
-  while (auto c = session_.tick(now)) send(*c);
+  while (auto c = session_.tick(now, coalesce)) send(*c);
   return session_.state() != before;
 }
 

@@ -224,3 +224,44 @@ TEST_CASE("BFD answers a Poll with a Final at once and ends its own Poll on the 
   s.received(peer, t + milliseconds(2001));
   CHECK_FALSE(s.tick(t + milliseconds(4000)));
 }
+
+TEST_CASE("coalesced ticks send within 75-100% of the interval, and the sessions stay up", "[unit]") {
+  // what lanes-bfdd does: a pass at the earliest deadline of its sessions,
+  // every session sending whatever may go then, packets read in the pass
+  Clock::time_point now{};
+  Session a({1}, now, 3), b({2}, now, 5);
+  std::vector<Clock::time_point> sent_a;
+  std::vector<std::pair<Clock::time_point, Control>> to_b, to_a;  // in flight, sent at
+  int passes = 0;
+  while (now < Clock::time_point{} + std::chrono::seconds(20)) {
+    // both sides' passes at the earliest deadline
+    auto next = std::min(a.next_deadline(), b.next_deadline());
+    now = std::max(now, next);
+    ++passes;
+    for (auto& [at, c] : to_b) b.received(c, at);
+    for (auto& [at, c] : to_a) a.received(c, at);
+    to_b.clear();
+    to_a.clear();
+    while (auto p = a.tick(now, true)) {
+      if (!p->final) sent_a.push_back(now);
+      to_b.emplace_back(now, *p);
+    }
+    while (auto p = b.tick(now, true)) to_a.emplace_back(now, *p);
+  }
+  CHECK(a.state() == State::up);
+  CHECK(b.state() == State::up);
+  CHECK(a.transitions() == 2);  // Down, Init, Up: never down again
+  // once at 100 ms, every gap between periodic packets is 75-100 ms
+  size_t checked = 0;
+  for (size_t i = 1; i < sent_a.size(); ++i) {
+    if (sent_a[i - 1] < Clock::time_point{} + std::chrono::seconds(5)) continue;  // past the slow start
+    auto gap = std::chrono::duration_cast<microseconds>(sent_a[i] - sent_a[i - 1]).count();
+    INFO("gap " << gap << " us");
+    CHECK(gap >= 75'000);
+    CHECK(gap <= 100'000);
+    ++checked;
+  }
+  CHECK(checked > 100);
+  // the two sessions share passes: far fewer than one per packet
+  CHECK(static_cast<size_t>(passes) < sent_a.size() * 2);
+}

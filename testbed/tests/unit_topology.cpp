@@ -371,17 +371,17 @@ TEST_CASE("BFD's default interval fits the machine, an interval a file gives is 
   auto at100 = bfd_load(t);
   CHECK(at100.sessions == 1728);
   CHECK(at100.packets_per_s == Approx(34560));  // both ends, 10 a second each
-  CHECK(at100.cpus > 3);
+  CHECK(at100.cpus > 1);
   CHECK_FALSE(bfd_warnings(t, 2).empty());  // as loaded, before lanes chose
   std::string note = adapt_bfd_default(t, 2);
-  CHECK(note.find("BFD every 1000 ms, not the default 100 ms: 1728 sessions on 12 racks") != std::string::npos);
-  for (const auto& r : t.racks) CHECK(r.sw.bfd_interval_ms == 1000);
+  CHECK(note.find("BFD every 300 ms, not the default 100 ms: 1728 sessions on 12 racks") != std::string::npos);
+  for (const auto& r : t.racks) CHECK(r.sw.bfd_interval_ms == 300);
   CHECK(bfd_load(t).cpus <= bfd_budget(2));
   CHECK(bfd_warnings(t, 2).empty());
-  // a machine with more CPUs carries a shorter interval; 16 of them the default
-  auto t8 = load_topology_text(fabric, "u.xml");
-  adapt_bfd_default(t8, 8);
-  CHECK(t8.racks[0].sw.bfd_interval_ms == 200);
+  // a machine with more CPUs carries a shorter interval; 6 of them the default
+  auto t4 = load_topology_text(fabric, "u.xml");
+  adapt_bfd_default(t4, 4);
+  CHECK(t4.racks[0].sw.bfd_interval_ms == 200);
   auto t32 = load_topology_text(fabric, "u.xml");
   CHECK(adapt_bfd_default(t32, 32).empty());
   CHECK(t32.racks[0].sw.bfd_interval_ms == 100);

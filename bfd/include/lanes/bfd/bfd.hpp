@@ -73,8 +73,12 @@ class Session {
   // discriminators or, with Your Discriminator 0, its addresses).
   void received(const Control& c, Clock::time_point now);
   // The packet due by NOW, if one is: periodic, or the Final a Poll asked
-  // for. Detection time expiring is handled here too.
-  std::optional<Control> tick(Clock::time_point now);
+  // for. Detection time expiring is handled here too. COALESCE: a periodic
+  // packet goes as soon as 75% of the interval since the last has passed
+  // (the earliest §6.8.7's jitter allows), so that a daemon woken for one
+  // session sends every other session's packet that may go in the same
+  // pass, instead of waking again for each.
+  std::optional<Control> tick(Clock::time_point now, bool coalesce = false);
   // When tick() must run next at the latest.
   Clock::time_point next_deadline() const;
   // Administratively down (e.g. on the way out): the peer is told with
@@ -114,6 +118,7 @@ class Session {
   bool final_due_ = false;                  // the peer's Poll awaits our Final
   uint32_t advertised_tx_us_ = 0;           // the Desired Min TX the peer last acknowledged
   Clock::time_point next_tx_, detect_at_;
+  Clock::time_point tx_open_;  // the earliest a periodic packet may go (75% of the interval)
   bool detecting_ = false;
   bool path_failed_ = false;
   uint64_t transitions_ = 0;

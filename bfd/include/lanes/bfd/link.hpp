@@ -3,8 +3,10 @@
 // packets received on UDP port 3784 at the link's local address, only with
 // TTL (hop limit) 255 and only from the peer's address; packets sent from a
 // port in 49152-65535 with TTL 255 and DSCP CS6. The Session does the
-// protocol; this is its I/O. Non-blocking: a daemon's event loop watches
-// fd() and calls tick() by next_deadline().
+// protocol; this is its I/O. Non-blocking: a daemon calls readable() and
+// tick() by next_deadline() (lanes-bfdd reads its sockets only then, not
+// when a packet arrives: each packet keeps the time the kernel received
+// it, so its session's detection time runs from then).
 
 #include <sys/socket.h>
 
@@ -29,10 +31,12 @@ class LinkSession {
   static testbed::Result<std::unique_ptr<LinkSession>> open(LinkConfig cfg, Clock::time_point now);
 
   int fd() const { return rx_.get(); }
-  // Reads every datagram waiting. True if the session's state changed.
+  // Reads every datagram waiting, each as of the time the kernel received
+  // it (no later than NOW). True if the session's state changed.
   bool readable(Clock::time_point now);
-  // Sends what is due and expires the detection time. True if the state changed.
-  bool tick(Clock::time_point now);
+  // Sends what is due (COALESCE: Session::tick) and expires the detection
+  // time. True if the state changed.
+  bool tick(Clock::time_point now, bool coalesce = false);
   Clock::time_point next_deadline() const { return session_.next_deadline(); }
   // The link lost carrier: the session starts again as one that never came
   // up (the carrier already took the path out of use; its return must not

@@ -54,11 +54,12 @@ std::vector<std::string> footprint_warnings(const Footprint& f, const MachineLim
 
 // What BFD costs. Every job-host NIC link of a rack with BFD on is one
 // session, and both its ends send at the interval once it is up. Measured
-// here (rack-64 at 100 ms: 256 sessions, 5120 packets a second): the
-// bfdd processes used 0.47 CPU, about 90 us a packet sent and received.
-// At that price 1700 sessions at 100 ms (34 000 packets a second) need
-// more than two cores, and a fabric of them never converges.
-inline constexpr double kBfdCpuPerPacket = 90e-6;  // CPU-seconds per packet
+// here with lanes-bfdd reading its sockets once a pass and sending every
+// packet that may go in it (rack-64 at 100 ms: 256 sessions, 5120 packets
+// a second, the machine 0.22 CPU busy of which the bfdd processes 0.15;
+// fabric-256 at 100 ms: 20 480 packets a second, 0.70 busy, bfdd 0.50):
+// about 35 us a packet sent and received. (A wake-up per packet cost 90.)
+inline constexpr double kBfdCpuPerPacket = 35e-6;  // CPU-seconds per packet
 // BFD may take this share of the machine's CPUs when lanes chooses its interval
 inline constexpr double kBfdCpuShare = 0.3;
 // The intervals lanes chooses from, shortest first (the default first)
