@@ -326,8 +326,7 @@ static long light_one(__u32 i, void *data) {
 // Whether NIC I, carrying RATE, has room for a flow of FLOW_RATE: below
 // 90% of its line rate with it, or (line rate not known) less loaded than
 // the flow's NIC (CUR_RATE) by half the flow's rate.
-static __always_inline int has_room(const struct lanes_config *cfg, __u32 i, __u64 rate, __u64 flow_rate,
-                                    __u64 cur_rate) {
+static __always_inline int has_room(__u32 i, __u64 rate, __u64 flow_rate, __u64 cur_rate) {
   struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &i);
   if (!nic) return 0;
   if (nic->line_rate) return (rate + flow_rate) * 10 < nic->line_rate * 9;
@@ -341,12 +340,12 @@ static __always_inline int has_room(const struct lanes_config *cfg, __u32 i, __u
 // full, or flows that share a NIC evenly with the others, stay put). A
 // NIC of the flow's node comes first; in bpf-numa mode a flow leaves its
 // node only while its NIC there is full, and goes back as soon as a NIC
-// there has room for it. A moved flow stays put for
-// LANES_MOVE_HOLD windows, and the two NICs' rates carry its rate until
-// they are measured again, so the flows weighed after it in the same
-// window see the move. A flow younger than two windows, or sending less
-// than LANES_MOVE_FLOOR (or 1/64 of its NIC's line rate), stays put. FORCE (a NIC returned: a new epoch) weighs it at
-// once, held or not. The flow's packets in flight on the old NIC may
+// there has room for it. A moved flow stays put for LANES_MOVE_HOLD
+// windows, and the two NICs' rates carry its rate until they are measured
+// again, so the flows weighed after it in the same window see the move. A
+// flow younger than two windows, or sending less than LANES_MOVE_FLOOR (or
+// 1/64 of its NIC's line rate), stays put. FORCE (a NIC returned: a new
+// epoch) weighs it at once, held or not. The flow's packets in flight on the old NIC may
 // arrive after its first ones on the new NIC: a moment of reordering that
 // TCP absorbs (the price of using a NIC's bandwidth without waiting for
 // flows to end).
@@ -383,7 +382,7 @@ static __always_inline __u32 balance(const struct lanes_config *cfg, const struc
     to = c.local;
   else if (c.remote >= 0 && rc > c.remote_rate + margin)
     to = c.remote;
-  else if (numa && cn->numa != flow->node && c.local >= 0 && has_room(cfg, c.local, c.local_rate, flow->rate, rc))
+  else if (numa && cn->numa != flow->node && c.local >= 0 && has_room(c.local, c.local_rate, flow->rate, rc))
     to = c.local;  // off its node: home as soon as a NIC there has room for it
   if (to < 0) return cur;
   __u32 t = (__u32)to;
