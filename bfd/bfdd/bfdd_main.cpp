@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -129,10 +130,27 @@ int main(int argc, char** argv) {
   // 100 ms wakes about 10-13 times a second, not 20 times N; what the
   // peer sends is read within one interval (a quarter of one while the
   // session is not Up).
+  // which sessions' sockets hold packets: one epoll_wait for them all in
+  // a pass, not a read per session (level-triggered: what a pass leaves
+  // is there for the next)
+  Fd pending(::epoll_create1(EPOLL_CLOEXEC));
+  for (size_t i = 0; i < links.size(); ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    if (!pending || ::epoll_ctl(pending.get(), EPOLL_CTL_ADD, links[i]->fd(), &ev) != 0) {
+      lg::error("{}: watching the BFD sockets: {}", cfg.node, std::strerror(errno));
+      return 1;
+    }
+  }
+  std::vector<epoll_event> ready(std::max<size_t>(links.size(), 1));
   loop.run([&] {
     auto t = EventLoop::Clock::now();
-    for (auto& l : links)
+    int n = ::epoll_wait(pending.get(), ready.data(), static_cast<int>(ready.size()), 0);
+    for (int i = 0; i < n; ++i) {
+      auto& l = links[ready[static_cast<size_t>(i)].data.u64];
       if (l->readable(t)) changed(*l);
+    }
     for (auto& l : links)
       if (l->tick(t, true)) changed(*l);
     // the counters change with every packet: the state file at most every

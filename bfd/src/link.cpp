@@ -136,20 +136,7 @@ bool LinkSession::readable(Clock::time_point now) {
   timespec real{};
   ::clock_gettime(CLOCK_REALTIME, &real);
   auto real_now = std::chrono::seconds(real.tv_sec) + std::chrono::nanoseconds(real.tv_nsec);
-  for (;;) {
-    uint8_t buf[128];
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(timespec))];
-    sockaddr_storage from{};
-    iovec iov{buf, sizeof buf};
-    msghdr m{};
-    m.msg_name = &from;
-    m.msg_namelen = sizeof from;
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    ssize_t n = ::recvmsg(rx_.get(), &m, MSG_DONTWAIT);
-    if (n < 0) break;  // EAGAIN: all read (errors on a UDP socket carry nothing to act on)
+  auto take = [&](const uint8_t* buf, size_t n, msghdr& m, const sockaddr_storage& from) {
     int ttl = -1;
     Clock::time_point arrived = now;
     for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
@@ -167,26 +154,53 @@ bool LinkSession::readable(Clock::time_point now) {
     // was not forwarded
     if (ttl != kTtl) {
       ++dropped_ttl_;
-      continue;
+      return;
     }
     if (!same_host(remote_, from)) {
       ++dropped_source_;
-      continue;
+      return;
     }
     std::string why;
-    auto c = decode(std::span<const uint8_t>(buf, static_cast<size_t>(n)), &why);
+    auto c = decode(std::span<const uint8_t>(buf, n), &why);
     if (!c) {
       ++dropped_invalid_;
       last_invalid_ = why;
-      continue;
+      return;
     }
     // §6.8.6: a Your Discriminator that is not ours selects no session
     if (c->your_disc != 0 && c->your_disc != cfg_.session.local_disc) {
       ++dropped_disc_;
-      continue;
+      return;
     }
     ++received_;
     session_.received(*c, arrived);
+  };
+  // what waits, a few datagrams a call: a call that returns fewer than it
+  // could take has read everything (no call just to hear EAGAIN)
+  constexpr unsigned kBatch = 4;
+  struct Slot {
+    uint8_t buf[128];
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(timespec))];
+    sockaddr_storage from;
+    iovec iov;
+  };
+  Slot slots[kBatch];
+  mmsghdr mm[kBatch];
+  for (;;) {
+    for (unsigned i = 0; i < kBatch; ++i) {
+      slots[i].iov = {slots[i].buf, sizeof slots[i].buf};
+      mm[i] = {};
+      mm[i].msg_hdr.msg_name = &slots[i].from;
+      mm[i].msg_hdr.msg_namelen = sizeof slots[i].from;
+      mm[i].msg_hdr.msg_iov = &slots[i].iov;
+      mm[i].msg_hdr.msg_iovlen = 1;
+      mm[i].msg_hdr.msg_control = slots[i].ctl;
+      mm[i].msg_hdr.msg_controllen = sizeof slots[i].ctl;
+    }
+    int n = ::recvmmsg(rx_.get(), mm, kBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) break;  // EAGAIN: all read (errors on a UDP socket carry nothing to act on)
+    for (int i = 0; i < n; ++i) take(slots[i].buf, mm[i].msg_len, mm[i].msg_hdr, slots[i].from);
+    if (static_cast<unsigned>(n) < kBatch) break;
   }
   // a Final or a changed state goes out at once
   bool changed = session_.state() != before;
