@@ -121,7 +121,6 @@ static __always_inline int same_addr(const struct lanes_flow_key *k, const __u32
 // each NIC and each flow keeps its bytes/s over its last whole window, and
 // each NIC how many flows sent on it in this window and the last. A
 // measurement is rolled over by the first packet of a new window.
-#define LANES_WINDOW_NS 50000000ULL
 // a flow the balancer moved stays put for this many windows
 #define LANES_MOVE_HOLD 10
 // the least rate worth moving (bytes/s): 1/64 of the NIC's line rate, and

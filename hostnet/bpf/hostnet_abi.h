@@ -8,6 +8,7 @@
 #define LANES_MAX_NICS 16
 #define LANES_MAX_CPUS 256
 #define LANES_FLOW_ENTRIES 65536
+#define LANES_WINDOW_NS 50000000ULL /* the load measurement's window unless lanes_config.window_ns says */
 
 enum lanes_mode {
   LANES_MODE_BPF = 0,      /* least-loaded NIC per new flow */

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <ctime>
 #include <fstream>
 
 #include "lanes/testbed/log.hpp"
@@ -365,10 +366,17 @@ HostAgentState HostAgent::state() const {
     if (auto s = dp->stats(static_cast<int>(nics_.size()))) st = s.value();
     if (auto f = dp->flows_per_nic(static_cast<int>(nics_.size()))) flows = f.value();
   }
+  // the programs' clock (CLOCK_MONOTONIC): a NIC's rate is its last
+  // window's only while it sent in this window or the last, as they read it
+  timespec mono{};
+  ::clock_gettime(CLOCK_MONOTONIC, &mono);
+  uint64_t slot = (static_cast<uint64_t>(mono.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(mono.tv_nsec)) /
+                  LANES_WINDOW_NS;
   for (const auto& s : nics_) {
     HostAgentState::Nic n{s.index, s.ifname, s.up, s.carrier, s.bfd_ok, s.numa, std::nullopt, std::nullopt};
     if (static_cast<size_t>(s.index) < st.size()) {
-      const auto& x = st[static_cast<size_t>(s.index)];
+      auto x = st[static_cast<size_t>(s.index)];
+      if (x.slot + 1 < slot) x.rate = 0;
       n.bpf = HostAgentState::Counters{x.tx_packets,   x.tx_bytes,    x.rx_packets, x.rx_bytes, x.flows_active,
                                        x.flows_total, x.moved,      x.rebalanced, x.spilled,  x.rate};
     }

@@ -318,8 +318,12 @@ void HostRole::print_status(const nlohmann::json& h, const nlohmann::json& node,
   for (const auto& x : h.value("nics", nlohmann::json::array())) {
     std::string bpf;
     if (x.contains("bpf"))
-      bpf = fmt::format("  bpf: {} flows active, {} total, {} moved away", x["bpf"].value("flows_active", uint64_t{0}),
-                        x["bpf"].value("flows_total", uint64_t{0}), x["bpf"].value("moved", uint64_t{0}));
+      bpf = fmt::format("  bpf: {} flows active, {} total, {} moved away, {} rebalanced onto it, {} spilled onto it, "
+                        "{:.1f} Mbit/s",
+                        x["bpf"].value("flows_active", uint64_t{0}), x["bpf"].value("flows_total", uint64_t{0}),
+                        x["bpf"].value("moved", uint64_t{0}), x["bpf"].value("rebalanced", uint64_t{0}),
+                        x["bpf"].value("spilled", uint64_t{0}),
+                        static_cast<double>(x["bpf"].value("rate", uint64_t{0})) * 8 / 1e6);
     out << fmt::format("    {} numa {} {:<4}{}\n", x.value("ifname", "?"), x.value("numa", 0),
                        x.value("up", false) ? "up" : "DOWN", bpf);
   }
