@@ -85,6 +85,9 @@ TEST_CASE("an egress program that does not fit lanes' ABI is refused at bring-up
     CHECK(log.find("h1's egress program") != std::string::npos);
     CHECK(log.find(c.says) != std::string::npos);
     CHECK(list_netns(RunRegistry::netns_prefix(id)).empty());
+    // a failed start keeps its logs for the user (/tmp/lanes-failed-<id>): this test's are its own to remove
+    std::error_code ec;
+    std::filesystem::remove_all("/tmp/lanes-failed-" + id, ec);
   }
   // lanes validate reads the object too, and builds nothing
   std::ofstream(dir / "t.xml", std::ios::trunc) << topology(std::string(LANES_TEST_BPF_DIR) + "/no_program.bpf.o");
