@@ -9,10 +9,6 @@
 //        (root; default 1gbit 5 all)
 
 #include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <linux/bpf.h>
-#include <linux/pkt_cls.h>
 #include <linux/if_packet.h>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -172,13 +168,17 @@ uint16_t ip_checksum(const uint8_t* h, size_t n) {
 // of each, to MACk, 4 flows per device, in bursts of 64 for SECS seconds.
 // Prints the frames the kernel took.
 int blast_main(int argc, char** argv) {
-  if (argc != 11) return 2;
+  auto usage = [] {
+    std::fprintf(stderr, "usage: lanes_bench_hostnet --blast SECS FRAME SRC DST DEV MAC0 MAC1 MAC2 MAC3\n");
+    return 2;
+  };
+  if (argc != 11) return usage();
   std::string prefix = argv[6];
   double secs = std::atof(argv[2]);
   size_t frame = static_cast<size_t>(std::atoi(argv[3]));
   in_addr src{}, dst{};
   if (frame < 60 || frame > 1514 || inet_pton(AF_INET, argv[4], &src) != 1 || inet_pton(AF_INET, argv[5], &dst) != 1)
-    return 2;
+    return usage();
   constexpr int kBurst = 64;
   std::vector<int> socks;
   std::vector<std::vector<uint8_t>> frames;  // link k's flows at 4k .. 4k+3
@@ -187,7 +187,7 @@ int blast_main(int argc, char** argv) {
     std::array<uint8_t, 6> dmac{};
     if (std::sscanf(argv[7 + k], "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &dmac[0], &dmac[1], &dmac[2], &dmac[3], &dmac[4],
                     &dmac[5]) != 6)
-      return 2;
+      return usage();
     int fd = ::socket(AF_PACKET, SOCK_RAW, 0);
     sockaddr_ll sll{};
     sll.sll_family = AF_PACKET;
