@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include "lanes/testbed/fabric.hpp"
@@ -12,7 +13,9 @@ namespace lanes::bfd {
 BfddConfig BfddConfig::from_json(const nlohmann::json& j) {
   BfddConfig c;
   c.node = j.value("node", "");
+  c.netns = j.value("netns", "");
   c.socket = j.value("socket", "");
+  c.state = j.value("state", "");
   if (c.socket.empty()) throw std::invalid_argument("no \"socket\"");
   uint32_t disc = 0;
   for (const auto& l : j.value("links", nlohmann::json::array())) {
@@ -48,7 +51,43 @@ nlohmann::json BfddConfig::to_json() const {
                      {"remote", l.remote},
                      {"interval_ms", l.session.desired_min_tx_us / 1000},
                      {"multiplier", l.session.detect_mult}});
-  return {{"node", node}, {"socket", socket}, {"links", out}};
+  nlohmann::json j = {{"node", node}, {"socket", socket}, {"links", out}};
+  if (!netns.empty()) j["netns"] = netns;
+  if (!state.empty()) j["state"] = state;
+  return j;
+}
+
+BfddPlan BfddPlan::from_json(const nlohmann::json& j) {
+  BfddPlan p;
+  if (!j.is_object()) throw std::invalid_argument("not a JSON object");
+  if (!j.contains("nodes")) {
+    p.nodes.push_back(BfddConfig::from_json(j));
+    return p;
+  }
+  std::set<std::string> sockets;
+  for (const auto& n : j.at("nodes")) {
+    std::string name = n.is_object() ? n.value("node", "") : "";
+    try {
+      p.nodes.push_back(BfddConfig::from_json(n));
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("node \"" + name + "\": " + e.what());
+    }
+    const auto& c = p.nodes.back();
+    // each node's sessions live in its namespace and report to its file
+    if (c.netns.empty() || c.state.empty())
+      throw std::invalid_argument("node \"" + name + "\": one of several needs its \"netns\" and \"state\"");
+    if (!sockets.insert(c.socket).second)
+      throw std::invalid_argument("node \"" + name + "\": socket " + c.socket + " is another node's");
+  }
+  if (p.nodes.empty()) throw std::invalid_argument("\"nodes\" is empty");
+  return p;
+}
+
+nlohmann::json BfddPlan::to_json() const {
+  if (nodes.size() == 1 && nodes[0].netns.empty()) return nodes[0].to_json();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& n : nodes) out.push_back(n.to_json());
+  return {{"nodes", out}};
 }
 
 std::vector<LinkConfig> bfd_links(const testbed::Topology& t, int node) {
@@ -99,6 +138,46 @@ nlohmann::json bfd_status(const std::string& node_dir, bool detailed) {
     out.push_back({{"ifname", s.value("ifname", "")}, {"state", s.value("state", "")}, {"usable", s.value("usable", true)}});
   }
   return out;
+}
+
+std::string bfdd_socket(const testbed::Topology& t, int node, const std::string& node_dir) {
+  return bfd_links(t, node).empty() ? std::string() : bfdd_files(node_dir).socket;
+}
+
+testbed::Status deploy_rack_bfdd(testbed::DeployContext& ctx, const std::vector<int>& nodes,
+                                 const std::vector<std::string>& node_dirs, const std::string& dir, int wave) {
+  const auto& t = ctx.tb.topology();
+  BfddPlan plan;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    BfddConfig c;
+    c.node = t.nodes.at(static_cast<size_t>(nodes[i])).name;
+    c.links = bfd_links(t, nodes[i]);
+    if (c.links.empty()) continue;
+    auto f = bfdd_files(node_dirs[i]);
+    c.netns = ctx.tb.netns_name(nodes[i]);
+    c.socket = f.socket;
+    c.state = f.state;
+    plan.nodes.push_back(std::move(c));
+  }
+  if (plan.nodes.empty()) return {};
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string config = dir + "/bfdd.json", state = dir + "/bfdd-state.json";
+  {
+    std::ofstream o(config, std::ios::trunc);
+    o << plan.to_json().dump(2) << "\n";
+    if (!o) return testbed::errno_error("writing " + config);
+  }
+  testbed::DaemonRequest d;
+  d.node = plan.nodes.front().node;
+  for (size_t i = 1; i < plan.nodes.size(); ++i) d.serves.push_back(plan.nodes[i].node);
+  d.name = "bfdd";
+  d.argv = {ctx.bin_dir + "/lanes-bfdd", "--config", config, "--state", state};
+  d.netns = plan.nodes.front().netns;
+  d.wave = wave;
+  d.ready_file = state;
+  ctx.daemons.push_back(std::move(d));
+  return {};
 }
 
 testbed::Result<std::string> deploy_bfdd(testbed::DeployContext& ctx, int node, const std::string& node_dir, int wave) {

@@ -8,9 +8,14 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "lanes/bfd/link.hpp"
+#include "lanes/bfd/notify.hpp"
+#include "lanes/testbed/process.hpp"
 #include "lanes/testbed/netns.hpp"
 #include "support.hpp"
 
@@ -147,4 +152,75 @@ TEST_CASE("BFD drops packets that were forwarded, or come from elsewhere, or nam
   CHECK(a->status()["dropped"]["discriminator"] == 1);
   CHECK(a->status()["received"] == 0);
   CHECK(a->session().state() == State::down);
+}
+
+TEST_CASE("one lanes-bfdd serves nodes in two namespaces: each node's sessions, socket and state file its own",
+          "[root]") {
+  lanes::test::require_root();
+  Pair p;
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("lbfd-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Rm {
+    fs::path d;
+    ~Rm() {
+      std::error_code ec;
+      fs::remove_all(d, ec);
+    }
+  } rm{dir};
+  auto node = [&](const std::string& name, const std::string& ns, const char* ifname, const char* local,
+                  const char* remote) {
+    return nlohmann::json{{"node", name},
+                          {"netns", ns},
+                          {"socket", (dir / (name + ".sock")).string()},
+                          {"state", (dir / (name + ".json")).string()},
+                          {"links", {{{"ifname", ifname}, {"local", local}, {"remote", remote}}}}};
+  };
+  // both ends of the pair in one daemon: each side's socket must be made
+  // in its own namespace, or it binds nowhere
+  nlohmann::json plan = {{"nodes", {node("x", p.a, "va", "198.18.200.0", "198.18.200.1"),
+                                    node("y", p.b, "vb", "198.18.200.1", "198.18.200.0")}}};
+  {
+    std::ofstream o(dir / "bfdd.json");
+    o << plan.dump();
+  }
+  lanes::testbed::ProcessSpec spec;
+  spec.name = "lanes-bfdd";
+  spec.argv = {fs::path(lanes::test::lanes_bin()).parent_path() / "lanes-bfdd", "--config", (dir / "bfdd.json").string(),
+               "--state", (dir / "bfdd-state.json").string()};
+  spec.log_path = (dir / "bfdd.log").string();
+  auto d = lanes::testbed::Daemon::start(spec);
+  REQUIRE(d.ok());
+  auto state = [&](const std::string& f) {
+    std::ifstream in(dir / f);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    return j.is_object() ? j : nlohmann::json::object();
+  };
+  auto up = [&](const std::string& f) {
+    auto s = state(f).value("sessions", nlohmann::json::array());
+    return s.size() == 1 && s[0].value("state", "") == "up";
+  };
+  // the state files say up once both sessions are (written at once on a change)
+  bool both = lanes::test::eventually([&] { return up("x.json") && up("y.json"); }, 10s, 20ms);
+  auto log = run_command("cat " + (dir / "bfdd.log").string()).out;
+  INFO(log);
+  REQUIRE(both);
+  CHECK(state("bfdd-state.json").value("ready", false));
+  CHECK(state("bfdd-state.json")["nodes"] == nlohmann::json{"x", "y"});
+  CHECK(state("x.json")["sessions"][0]["remote"] == "198.18.200.1");
+  CHECK(state("y.json")["sessions"][0]["ifname"] == "vb");
+  // each node's verdict socket tells that node's links
+  for (const char* n : {"x", "y"}) {
+    VerdictClient c((dir / (std::string(n) + ".sock")).string());
+    REQUIRE(c.connect());
+    std::optional<Verdicts> v;
+    lanes::test::eventually([&] { return (v = c.read()).has_value(); }, 5s, 10ms);
+    REQUIRE(v);
+    CHECK(v->size() == 1);
+    CHECK(v->begin()->second);
+  }
+  auto rc = d.value().stop();
+  REQUIRE(rc.ok());
+  CHECK(rc.value() == 0);
+  CHECK(run_command("grep -c 'sessions said AdminDown' " + (dir / "bfdd.log").string()).out.find('1') == 0);
 }

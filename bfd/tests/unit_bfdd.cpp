@@ -41,6 +41,42 @@ TEST_CASE("bfdd config: intervals in, discriminators per link, bad input named",
   CHECK_THROWS(BfddConfig::from_json(bad));
 }
 
+TEST_CASE("bfdd plan: one node as it was, or a rack's hosts each in its namespace; bad input named", "[unit]") {
+  nlohmann::json one = {{"node", "r1-tor"},
+                        {"socket", "/tmp/x.sock"},
+                        {"links", {{{"ifname", "swp1"}, {"local", "198.18.0.0"}, {"remote", "198.18.0.1"}}}}};
+  auto p = BfddPlan::from_json(one);
+  REQUIRE(p.nodes.size() == 1);
+  CHECK(p.nodes[0].netns.empty());
+  CHECK(p.to_json() == p.nodes[0].to_json());  // a lone node in the daemon's namespace keeps the single form
+  auto host = [](const std::string& n) {
+    return nlohmann::json{{"node", n},
+                          {"netns", "lanes-x-" + n},
+                          {"socket", "/tmp/" + n + ".sock"},
+                          {"state", "/tmp/" + n + ".json"},
+                          {"links", {{{"ifname", "eth0"}, {"local", "198.18.0.1"}, {"remote", "198.18.0.0"}}}}};
+  };
+  nlohmann::json rack = {{"nodes", {host("h1"), host("h2")}}};
+  p = BfddPlan::from_json(rack);
+  REQUIRE(p.nodes.size() == 2);
+  CHECK(p.nodes[1].netns == "lanes-x-h2");
+  CHECK(p.nodes[1].state == "/tmp/h2.json");
+  // discriminators count per node: each node is a system of its own
+  CHECK(p.nodes[0].links[0].session.local_disc == p.nodes[1].links[0].session.local_disc);
+  CHECK(BfddPlan::from_json(p.to_json()).to_json() == p.to_json());
+  auto bad = rack;
+  bad["nodes"][1]["socket"] = "/tmp/h1.sock";
+  CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h2\": socket /tmp/h1.sock is another node's"));
+  bad = rack;
+  bad["nodes"][0].erase("netns");
+  CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h1\": one of several needs its \"netns\""));
+  bad = rack;
+  bad["nodes"][1]["links"][0]["multiplier"] = 0;
+  CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h2\": eth0: multiplier 0"));
+  CHECK_THROWS_WITH(BfddPlan::from_json(nlohmann::json{{"nodes", nlohmann::json::array()}}), Catch::Contains("empty"));
+  CHECK_THROWS(BfddPlan::from_json(nlohmann::json::array()));
+}
+
 TEST_CASE("every job host NIC gets one BFD session, its switch port the other end", "[unit]") {
   auto t = tb::load_topology(lanes::test::topology("laptop.xml"));
   int sw = t.find_node("r1-tor"), h1 = t.find_node("h1"), storage = t.find_node("storage");

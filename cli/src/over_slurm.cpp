@@ -424,7 +424,7 @@ int cmd_fabric_query([[maybe_unused]] const CliContext& cli, const std::vector<s
   if (what == "daemon_pid") {
     int pid = 0;
     for (const auto& d : supervised_daemons(reg, run))
-      if (d.node == topo.nodes[static_cast<size_t>(node)].name && d.name == q.value("daemon", "")) pid = d.pid;
+      if (d.serves_node(topo.nodes[static_cast<size_t>(node)].name) && d.name == q.value("daemon", "")) pid = d.pid;
     out << nlohmann::json{{"ok", pid}}.dump() << "\n";
     return kExitOk;
   }

@@ -251,13 +251,12 @@ Status deploy_host(DeployContext& ctx, int host) {
   auto files = host_agent_files(run, h.name);
   std::error_code ec;
   std::filesystem::create_directories(run.node_dir("hosts", h.name), ec);
-  // BFD on the NICs, in a daemon of its own: a restarted host agent must
-  // not take the host's paths out of use at the switch
-  auto bfd_socket = bfd::deploy_bfdd(ctx, host, run.node_dir("hosts", h.name), kWaveHosts);
-  if (!bfd_socket) return bfd_socket.error();
+  // BFD on the NICs, in a daemon of its own (one for the rack's hosts,
+  // deploy_all): a restarted host agent must not take the host's paths out
+  // of use at the switch
   {
     auto cfg = host_agent_config(t, host, ctx.run_id, mode);
-    cfg.bfd_socket = bfd_socket.value();
+    cfg.bfd_socket = bfd::bfdd_socket(t, host, run.node_dir("hosts", h.name));
     std::ofstream o(files.config, std::ios::trunc);
     o << cfg.to_json().dump(2) << "\n";
     if (!o) return errno_error("writing " + files.config);
@@ -287,6 +286,20 @@ Status deploy_all(DeployContext& ctx) {
   for (size_t i = 0; i < t.nodes.size(); ++i)
     if (t.nodes[i].kind == NodeKind::host && t.nodes[i].job && ctx.local(static_cast<int>(i)))
       if (auto st = deploy_host(ctx, static_cast<int>(i)); !st) return st;
+  // the BFD of a rack's job hosts (those on this machine) in one daemon: a
+  // daemon per host was a thousand processes waking ten times a second
+  RunLayout run = ctx.reg.layout(ctx.run_id);
+  for (const auto& rack : t.racks) {
+    std::vector<int> hosts;
+    std::vector<std::string> dirs;
+    for (int h : rack.hosts)
+      if (t.nodes[static_cast<size_t>(h)].job && ctx.local(h)) {
+        hosts.push_back(h);
+        dirs.push_back(run.node_dir("hosts", t.nodes[static_cast<size_t>(h)].name));
+      }
+    if (auto st = bfd::deploy_rack_bfdd(ctx, hosts, dirs, run.node_dir("racks", rack.name), kWaveHosts); !st)
+      return st;
+  }
   return {};
 }
 

@@ -623,7 +623,7 @@ class PhaseRun final : public StepContext {
   pid_t daemon_pid(const std::string& node_name, const std::string& daemon) override {
     if (slurm_) return static_cast<pid_t>(ask_machine(node_name, {{"what", "daemon_pid"}, {"daemon", daemon}}).value("ok", 0));
     for (const auto& d : tb::supervised_daemons(live_->registry(), live_->id()))
-      if (d.node == node_name && d.name == daemon) return d.pid;
+      if (d.serves_node(node_name) && d.name == daemon) return d.pid;
     return 0;
   }
   bool kill_daemon(const std::string& node_name, pid_t pid) override {

@@ -14,6 +14,7 @@ Status write_daemon_requests(const RunRegistry& reg, const std::string& run_id, 
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : d)
     j.push_back({{"node", r.node},
+                 {"serves", r.serves},
                  {"name", r.name},
                  {"argv", r.argv},
                  {"netns", r.netns},
@@ -36,6 +37,7 @@ std::vector<DaemonRequest> read_daemon_requests(const RunRegistry& reg, const st
     for (const auto& r : nlohmann::json::parse(in)) {
       DaemonRequest d;
       d.node = r.value("node", "");
+      d.serves = r.value("serves", std::vector<std::string>{});
       d.name = r.value("name", "");
       d.argv = r.value("argv", std::vector<std::string>{});
       d.netns = r.value("netns", "");

@@ -88,12 +88,16 @@ Footprint estimate_footprint(const Topology& topo, const std::function<bool(int)
   }
   for (const auto& [node, s] : sessions) f.max_sessions = std::max(f.max_sessions, s);
   f.processes = 2 * f.job_hosts + 2 * f.switches + 1;  // + the supervisor
-  // and a lanes-bfdd on each job host and rack switch of a rack with BFD on
-  for (size_t i = 0; i < topo.nodes.size(); ++i) {
-    const Node& n = topo.nodes[i];
-    if (!counts(static_cast<int>(i))) continue;
-    bool bfd_rack = n.rack >= 0 && topo.racks.at(static_cast<size_t>(n.rack)).sw.bfd_interval_ms > 0;
-    if (bfd_rack && ((n.kind == NodeKind::host && n.job) || n.kind == NodeKind::rack_switch)) ++f.processes;
+  // and in a rack with BFD on, a lanes-bfdd on its switch and one for its
+  // job hosts (those counted)
+  for (const auto& r : topo.racks) {
+    if (r.sw.bfd_interval_ms == 0) continue;
+    if (counts(r.switch_node)) ++f.processes;
+    for (int h : r.hosts)
+      if (topo.nodes.at(static_cast<size_t>(h)).job && counts(h)) {
+        ++f.processes;
+        break;
+      }
   }
   f.threads = 2 * f.job_hosts + f.switches * (kGobgpThreads + kFibAgentThreads) + 1;
   f.memory = f.job_hosts * (kHostAgentRss + kInjectorRss) + f.switches * (kGobgpdRss + kFibAgentRss);

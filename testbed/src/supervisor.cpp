@@ -342,7 +342,7 @@ class Supervisor {
     nlohmann::json d = nlohmann::json::array();
     for (auto& m : managed_)
       if (m.daemon.pid() > 0 || m.restarts > 0)
-        d.push_back(SupervisedDaemon{m.req.node, m.req.name, m.daemon.pid(), m.restarts, m.spec.log_path}.to_json());
+        d.push_back(SupervisedDaemon{m.req.node, m.req.name, m.daemon.pid(), m.restarts, m.spec.log_path, m.req.serves}.to_json());
     sup_["daemons"] = d;
     write_json_atomic(supervisor_state_path(reg_, id_), sup_);
   }
@@ -376,12 +376,18 @@ class Supervisor {
 }  // namespace
 
 nlohmann::json SupervisedDaemon::to_json() const {
-  return {{"node", node}, {"name", name}, {"pid", pid}, {"restarts", restarts}, {"log", log}};
+  nlohmann::json j = {{"node", node}, {"name", name}, {"pid", pid}, {"restarts", restarts}, {"log", log}};
+  if (!serves.empty()) j["serves"] = serves;
+  return j;
 }
 
 SupervisedDaemon SupervisedDaemon::from_json(const nlohmann::json& j) {
   return {j.value("node", ""), j.value("name", ""), j.value("pid", pid_t{0}), j.value("restarts", 0),
-          j.value("log", "")};
+          j.value("log", ""), j.value("serves", std::vector<std::string>{})};
+}
+
+bool SupervisedDaemon::serves_node(const std::string& n) const {
+  return node == n || std::find(serves.begin(), serves.end(), n) != serves.end();
 }
 
 std::vector<SupervisedDaemon> supervised_daemons(const RunRegistry& reg, const std::string& run_id) {

@@ -348,6 +348,9 @@ TEST_CASE("a topology's footprint is counted and nearing a machine limit is a wa
   CHECK(w[1].find("256 BGP sessions") != std::string::npos);
   auto fleet = estimate_footprint(load_topology(lanes::test::topology("fabric-1k.xml")));
   CHECK(fleet.processes == 2 * 1024 + 2 * 20 + 1);
+  // BFD on: a lanes-bfdd for each rack's switch and one for its job hosts
+  auto laptop = estimate_footprint(load_topology(lanes::test::topology("laptop.xml")));
+  CHECK(laptop.processes == 2 * laptop.job_hosts + 2 * laptop.switches + 1 + 2);
   auto fw = footprint_warnings(fleet, roomy);
   REQUIRE(fw.size() == 1);
   CHECK(fw[0].find("2089 daemons on 2 CPUs") != std::string::npos);

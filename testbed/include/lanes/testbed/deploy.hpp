@@ -24,6 +24,7 @@ inline constexpr int kWaveHosts = 2;         // the hosts' and jobs' daemons
 // A daemon a deployer wants supervised.
 struct DaemonRequest {
   std::string node;                 // the node it belongs to (for status)
+  std::vector<std::string> serves;  // other nodes it serves too (a rack's hosts' bfdd)
   std::string name;                 // "host-agent", "vip-injector", ...
   std::vector<std::string> argv;
   std::string netns;                // namespace to run in

@@ -34,6 +34,9 @@ struct SupervisedDaemon {
   pid_t pid = 0;  // 0 while it is not running
   int restarts = 0;
   std::string log;
+  std::vector<std::string> serves;  // other nodes it serves (DaemonRequest::serves)
+  // NODE's daemon: its own or one that serves it too
+  bool serves_node(const std::string& n) const;
   nlohmann::json to_json() const;
   static SupervisedDaemon from_json(const nlohmann::json& j);
 };
