@@ -13,7 +13,9 @@
 #include <sys/epoll.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <map>
 #include <memory>
 
@@ -145,6 +147,19 @@ int main(int argc, char** argv) {
     lg::error("{}", st.error().what());
     return 1;
   }
+  // the peers' steady packets taken in the kernel (rx_filter.hpp); without
+  // BPF here, every packet is read from the sockets
+  // (LANES_BFD_RX_FILTER=0 in lanes' environment turns it off, to measure
+  // what it saves)
+  std::unique_ptr<RxFilter> filter;
+  const char* want = std::getenv("LANES_BFD_RX_FILTER");
+  if (want && std::string_view(want) == "0")
+    lg::info("the BFD receive filter is off (LANES_BFD_RX_FILTER=0)");
+  else if (auto f = RxFilter::load(); f)
+    filter = std::move(f).value();
+  else
+    lg::warn("the BFD receive filter is not loaded ({}): every packet is read from the sockets",
+             message_of(f.error()));
   std::vector<std::unique_ptr<BfdNode>> nodes;
   // every session of every node: (node, link)
   std::vector<std::pair<BfdNode*, LinkSession*>> all;
@@ -156,7 +171,12 @@ int main(int argc, char** argv) {
     }
     nodes.push_back(std::move(n).value());
     BfdNode* node = nodes.back().get();
-    for (auto& l : node->links) all.emplace_back(node, l.get());
+    for (auto& l : node->links) {
+      all.emplace_back(node, l.get());
+      if (filter)
+        if (auto st = l->use_filter(*filter); !st)
+          lg::warn("{}: {}: its packets are read from its socket", node->cfg.node, message_of(st.error()));
+    }
     (void)loop.watch(node->notifier.fd(), EPOLLIN, [node](uint32_t) {
       node->notifier.accept(node->told);
       node->next_status = {};
@@ -171,7 +191,8 @@ int main(int argc, char** argv) {
     for (const auto& n : nodes) names.push_back(n->cfg.node);
     StateFile(ds.state_path).publish({{"ready", true}, {"nodes", names}, {"sessions", all.size()}});
   }
-  lg::info("bfdd ready: {} nodes, {} sessions", nodes.size(), all.size());
+  lg::info("bfdd ready: {} nodes, {} sessions{}", nodes.size(), all.size(),
+           filter ? ", the peers' steady packets taken by its receive filter" : "");
   // One pass per deadline, not a wake-up per packet: the sockets are read
   // only in a pass (each packet keeps its arrival time, so a session's
   // detection time runs from when the packet came, however late it is
@@ -202,6 +223,8 @@ int main(int argc, char** argv) {
       auto& [node, l] = all[ready[static_cast<size_t>(i)].data.u64];
       if (l->readable(t)) node->changed(*l);
     }
+    for (auto& [node, l] : all)
+      if (l->absorbed(t)) node->changed(*l);
     for (auto& [node, l] : all)
       if (l->tick(t, true)) node->changed(*l);
     // the counters change with every packet: the state file at most every

@@ -174,6 +174,7 @@ bool LinkSession::readable(Clock::time_point now) {
     }
     ++received_;
     session_.received(*c, arrived);
+    follow(std::span<const uint8_t>(buf, n), *c);
   };
   // what waits, a few datagrams a call: a call that returns fewer than it
   // could take has read everything (no call just to hear EAGAIN)
@@ -211,12 +212,57 @@ bool LinkSession::readable(Clock::time_point now) {
 bool LinkSession::tick(Clock::time_point now, bool coalesce) {
   auto before = session_.state();
   while (auto c = session_.tick(now, coalesce)) send(*c);
+  if (session_.state() != State::up && slot_) slot_->clear();
   return session_.state() != before;
 }
 
 void LinkSession::reset(Clock::time_point now) {
   ++resets_;
   session_ = Session(cfg_.session, now, seed() + resets_);
+  if (slot_) slot_->clear();
+}
+
+testbed::Status LinkSession::use_filter(RxFilter& filter) {
+  auto i = filter.attach(rx_.get());
+  if (!i) return i.error();
+  slot_.emplace(filter, i.value());
+  return {};
+}
+
+void LinkSession::follow(std::span<const uint8_t> packet, const Control& c) {
+  if (!slot_) return;
+  // only what the peer sends again and again: Up, no Poll or Final, no
+  // authentication, and only once this side is Up too
+  bool steady = session_.state() == State::up && c.state == State::up && !c.poll && !c.final && !c.auth &&
+                packet.size() == kControlLength;
+  if (!steady) {
+    slot_->clear();
+    expected_.reset();
+    return;
+  }
+  if (slot_->expecting() && expected_ == c) return;
+  std::span<const uint8_t> peer;
+  if (remote_.ss_family == AF_INET)
+    peer = {reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in&>(remote_).sin_addr), 4};
+  else
+    peer = {reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in6&>(remote_).sin6_addr), 16};
+  slot_->expect(packet, peer);
+  expected_ = c;
+}
+
+bool LinkSession::absorbed(Clock::time_point now) {
+  if (!slot_ || !expected_) return false;
+  auto t = slot_->taken();
+  if (!t) return false;
+  auto before = session_.state();
+  received_ += t->count;
+  absorbed_ += t->count;
+  session_.received(*expected_, std::min(t->last, now));
+  if (session_.state() != State::up) {
+    slot_->clear();
+    expected_.reset();
+  }
+  return session_.state() != before;
 }
 
 void LinkSession::admin_down(Clock::time_point now) {
@@ -238,6 +284,7 @@ nlohmann::json LinkSession::status() const {
           {"detection_ms", static_cast<double>(s.detection_time().count()) / 1000.0},
           {"transitions", s.transitions()},
           {"received", received_},
+          {"absorbed", absorbed_},
           {"sent", sent_},
           {"send_errors", send_errors_},
           {"resets", resets_},

@@ -219,6 +219,25 @@ TEST_CASE("one lanes-bfdd serves nodes in two namespaces: each node's sessions, 
     CHECK(v->size() == 1);
     CHECK(v->begin()->second);
   }
+  // Up on both sides, the peers' steady packets are taken by the receive
+  // filter (the state file, written every 5 s, counts them)
+  auto absorbed = [&](const std::string& f) {
+    auto s = state(f).value("sessions", nlohmann::json::array());
+    return s.size() == 1 ? s[0].value("absorbed", uint64_t{0}) : uint64_t{0};
+  };
+  CHECK(lanes::test::eventually([&] { return absorbed("x.json") > 0 && absorbed("y.json") > 0; }, 15s, 100ms));
+  // a drop before the socket (netfilter, as the silent-drop fault) still
+  // starves the session: the filter sees only what reaches the socket
+  REQUIRE(run_command("ip netns exec " + p.b + " nft 'add table netdev lbfd ; add chain netdev lbfd in { type filter hook "
+                      "ingress device \"vb\" priority 0 ; policy drop ; }'").status == 0);
+  auto down = [&](const std::string& f) {
+    auto s = state(f).value("sessions", nlohmann::json::array());
+    return s.size() == 1 && !s[0].value("usable", true);
+  };
+  CHECK(lanes::test::eventually([&] { return down("x.json") && down("y.json"); }, 10s, 20ms));
+  CHECK(state("y.json")["sessions"][0]["diag"] == "control detection time expired");  // y heard nothing
+  REQUIRE(run_command("ip netns exec " + p.b + " nft delete table netdev lbfd").status == 0);
+  CHECK(lanes::test::eventually([&] { return up("x.json") && up("y.json"); }, 10s, 20ms));
   auto rc = d.value().stop();
   REQUIRE(rc.ok());
   CHECK(rc.value() == 0);

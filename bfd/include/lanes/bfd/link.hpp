@@ -15,6 +15,7 @@
 #include <string>
 
 #include "lanes/bfd/bfd.hpp"
+#include "lanes/bfd/rx_filter.hpp"
 #include "lanes/testbed/handle.hpp"
 #include "lanes/testbed/result.hpp"
 
@@ -31,6 +32,12 @@ class LinkSession {
   static testbed::Result<std::unique_ptr<LinkSession>> open(LinkConfig cfg, Clock::time_point now);
 
   int fd() const { return rx_.get(); }
+  // Lets FILTER take the peer's steady packets while the session is Up
+  // (rx_filter.hpp); absorbed() then gives them to the session.
+  testbed::Status use_filter(RxFilter& filter);
+  // The packets the filter took since the last call, given to the session
+  // as of when the last came (no later than NOW). True if the state changed.
+  bool absorbed(Clock::time_point now);
   // Reads every datagram waiting, each as of the time the kernel received
   // it (no later than NOW). True if the session's state changed.
   bool readable(Clock::time_point now);
@@ -55,6 +62,8 @@ class LinkSession {
   LinkSession(LinkConfig cfg, Clock::time_point now) : cfg_(std::move(cfg)), session_(cfg_.session, now, seed()) {}
   uint64_t seed() const;
   void send(const Control& c);
+  // the filter follows the session: the steady packet while Up, nothing else
+  void follow(std::span<const uint8_t> packet, const Control& c);
 
   LinkConfig cfg_;
   Session session_;
@@ -63,6 +72,9 @@ class LinkSession {
   uint64_t received_ = 0, sent_ = 0, send_errors_ = 0, resets_ = 0;
   uint64_t dropped_ttl_ = 0, dropped_source_ = 0, dropped_invalid_ = 0, dropped_disc_ = 0;
   std::string last_invalid_;
+  std::optional<RxSlot> slot_;
+  std::optional<Control> expected_;  // what the filter takes, decoded
+  uint64_t absorbed_ = 0;
 };
 
 }  // namespace lanes::bfd
