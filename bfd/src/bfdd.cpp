@@ -75,7 +75,7 @@ BfddPlan BfddPlan::from_json(const nlohmann::json& j) {
     const auto& c = p.nodes.back();
     // each node's sessions live in its namespace and report to its file
     if (c.netns.empty() || c.state.empty())
-      throw std::invalid_argument("node \"" + name + "\": one of several needs its \"netns\" and \"state\"");
+      throw std::invalid_argument("node \"" + name + "\": a node of \"nodes\" needs its \"netns\" and \"state\"");
     if (!sockets.insert(c.socket).second)
       throw std::invalid_argument("node \"" + name + "\": socket " + c.socket + " is another node's");
   }

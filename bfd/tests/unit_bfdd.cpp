@@ -69,7 +69,7 @@ TEST_CASE("bfdd plan: one node as it was, or a rack's hosts each in its namespac
   CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h2\": socket /tmp/h1.sock is another node's"));
   bad = rack;
   bad["nodes"][0].erase("netns");
-  CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h1\": one of several needs its \"netns\""));
+  CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h1\": a node of \"nodes\" needs its \"netns\""));
   bad = rack;
   bad["nodes"][1]["links"][0]["multiplier"] = 0;
   CHECK_THROWS_WITH(BfddPlan::from_json(bad), Catch::Contains("node \"h2\": eth0: multiplier 0"));
