@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
     filter = std::move(f).value();
   else
     lg::warn("the BFD receive filter is not loaded ({}): every packet is read from the sockets",
-             message_of(f.error()));
+             f.error().code().message());
   std::vector<std::unique_ptr<BfdNode>> nodes;
   // every session of every node: (node, link)
   std::vector<std::pair<BfdNode*, LinkSession*>> all;

@@ -41,7 +41,7 @@ TEST_CASE("bfdd config: intervals in, discriminators per link, bad input named",
   CHECK_THROWS(BfddConfig::from_json(bad));
 }
 
-TEST_CASE("bfdd plan: one node as it was, or a rack's hosts each in its namespace; bad input named", "[unit]") {
+TEST_CASE("bfdd plan: one node as it was, or a rack's hosts each in its namespace, bad input named", "[unit]") {
   nlohmann::json one = {{"node", "r1-tor"},
                         {"socket", "/tmp/x.sock"},
                         {"links", {{{"ifname", "swp1"}, {"local", "198.18.0.0"}, {"remote", "198.18.0.1"}}}}};
