@@ -322,13 +322,15 @@ static long light_one(__u32 i, void *data) {
   return 0;
 }
 
-// Whether NIC I, carrying RATE, has room for a flow of FLOW_RATE: below
-// 90% of its line rate with it, or (line rate not known) less loaded than
-// the flow's NIC (CUR_RATE) by half the flow's rate.
+// Whether NIC I, carrying RATE, has room for a flow of FLOW_RATE: the two
+// fit in its line rate (with 1/16 over it for what a window's measurement
+// adds: a flow that fills a remote NIC fits an idle one at home), or
+// (line rate not known) it is less loaded than the flow's NIC (CUR_RATE)
+// by half the flow's rate.
 static __always_inline int has_room(__u32 i, __u64 rate, __u64 flow_rate, __u64 cur_rate) {
   struct lanes_nic *nic = bpf_map_lookup_elem(&nics, &i);
   if (!nic) return 0;
-  if (nic->line_rate) return (rate + flow_rate) * 10 < nic->line_rate * 9;
+  if (nic->line_rate) return rate + flow_rate <= nic->line_rate + nic->line_rate / 16;
   return cur_rate > rate + flow_rate / 2;
 }
 

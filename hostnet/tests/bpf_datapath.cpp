@@ -495,4 +495,29 @@ TEST_CASE("egress bpf-numa: local NICs first, the other node's only while they a
     INFO("the ones that were away, per NIC:" << show(back));
     CHECK(back[0] + back[1] == 0);
   }
+  SECTION("a flow that fills a whole NIC away comes home once a NIC there is idle") {
+    // one flow is a NIC's line rate: two at home make it twice full, and
+    // one of each pair spills; once the ones at home end, each spilled
+    // flow, still as fast as a whole NIC, fits an idle NIC at home
+    for (auto& n : cfg.nics) n.line_rate = kPerWindow * 20;
+    auto dp = loaded(cfg);
+    Windows w(dp);
+    auto flows = bulk(4, 40900);
+    for (const auto& f : flows) w.send(f, 1);
+    CHECK(w.per_nic(flows) == std::vector<int>{0, 0, 2, 2});
+    w.run_for(10, flows, kPerWindow);
+    CHECK(w.per_nic(flows) == std::vector<int>{1, 1, 1, 1});
+    std::vector<Pkt> away;
+    for (const auto& f : flows) {
+      if (nic_of(dp, f) >= 2) {
+        Pkt fin = f;
+        fin.fin = true;
+        w.send(fin, 1);
+      } else {
+        away.push_back(f);
+      }
+    }
+    w.run_for(2 + 10, away, kPerWindow);
+    CHECK(w.per_nic(away) == std::vector<int>{0, 0, 1, 1});
+  }
 }
