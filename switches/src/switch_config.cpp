@@ -24,6 +24,22 @@ std::string list(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+// A neighbor set's list: GoBGP matches a session against it entry by entry,
+// for every path it weighs for every peer, so a rack's 256 sessions are
+// written as the prefixes that hold exactly them (a /24, a host's /30)
+std::string neighbor_list(const std::vector<std::string>& addresses) {
+  std::vector<IpAddr> ips;
+  for (const auto& a : addresses)
+    if (auto ip = parse_ip(a)) ips.push_back(*ip);
+  std::vector<std::string> out;
+  for (const auto& n : collapse(ips)) {
+    std::string a = n.address().to_string();
+    bool host = n.prefix_length() == (n.is_v6() ? 128 : 32);
+    out.push_back(host ? a : a + "/" + std::to_string(n.prefix_length()));
+  }
+  return list(out);
+}
+
 void afi_safis(std::string& s, uint32_t max_prefixes) {
   for (const char* afi : {"ipv4-unicast", "ipv6-unicast"}) {
     s += "  [[neighbors.afi-safis]]\n    [neighbors.afi-safis.config]\n";
@@ -124,7 +140,7 @@ std::string render_gobgp_config(const Topology& t, int node) {
         if (nb.host_node == h) sessions.push_back(nb.address);
       s += "[[defined-sets.neighbor-sets]]\n";
       s += fmt::format("  neighbor-set-name = {}\n  neighbor-info-list = {}\n", q("host-" + host.name),
-                       list(sessions));
+                       neighbor_list(sessions));
     }
     s += "[[defined-sets.prefix-sets]]\n  prefix-set-name = \"rack-more-specifics4\"\n";
     s += "  [[defined-sets.prefix-sets.prefix-list]]\n";
@@ -136,10 +152,10 @@ std::string render_gobgp_config(const Topology& t, int node) {
                      rack->block6.prefix_length() + 1);
     if (!all_hosts.empty())
       s += fmt::format("[[defined-sets.neighbor-sets]]\n  neighbor-set-name = \"hosts\"\n  neighbor-info-list = {}\n",
-                       list(all_hosts));
+                       neighbor_list(all_hosts));
     if (!fabric.empty())
       s += fmt::format("[[defined-sets.neighbor-sets]]\n  neighbor-set-name = \"fabric\"\n  neighbor-info-list = {}\n",
-                       list(fabric));
+                       neighbor_list(fabric));
 
     s += "[[policy-definitions]]\n  name = \"lanes-ownership\"\n";
     for (int h : rack->hosts) {
@@ -161,6 +177,14 @@ std::string render_gobgp_config(const Topology& t, int node) {
       s += "    [policy-definitions.statements.actions]\n      route-disposition = \"reject-route\"\n";
     }
     s += "[[policy-definitions]]\n  name = \"lanes-containment\"\n";
+    // the injectors first: every path is weighed for each of a rack's
+    // hundreds of host sessions, and for them the first statement decides
+    // (the statements' neighbor sets do not overlap: the order means nothing else)
+    if (!all_hosts.empty()) {
+      s += "  [[policy-definitions.statements]]\n    name = \"nothing-to-injectors\"\n";
+      s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"hosts\"\n";
+      s += "    [policy-definitions.statements.actions]\n      route-disposition = \"reject-route\"\n";
+    }
     if (!fabric.empty()) {
       for (const char* fam : {"4", "6"}) {
         s += fmt::format("  [[policy-definitions.statements]]\n    name = \"no-task-routes-beyond-the-rack{}\"\n", fam);
@@ -170,11 +194,6 @@ std::string render_gobgp_config(const Topology& t, int node) {
         s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"fabric\"\n";
         s += "    [policy-definitions.statements.actions]\n      route-disposition = \"reject-route\"\n";
       }
-    }
-    if (!all_hosts.empty()) {
-      s += "  [[policy-definitions.statements]]\n    name = \"nothing-to-injectors\"\n";
-      s += "    [policy-definitions.statements.conditions.match-neighbor-set]\n      neighbor-set = \"hosts\"\n";
-      s += "    [policy-definitions.statements.actions]\n      route-disposition = \"reject-route\"\n";
     }
   }
 

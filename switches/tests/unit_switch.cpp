@@ -24,8 +24,10 @@ using lanes::test::kH1;
 TEST_CASE("switch config renders ownership and containment policies and per-NIC sessions", "[unit]") {
   auto t = load_topology(topology("two-racks.xml"));
   std::string r1 = render_gobgp_config(t, t.find_node("r1-tor"));
-  CHECK(r1.find("neighbor-set-name = \"host-r1h1\"\n  neighbor-info-list = [\"198.19.1.0\", \"198.19.1.1\", "
-                "\"198.19.1.2\", \"198.19.1.3\"]") != std::string::npos);
+  // a host's four sessions are one prefix; the rack's eight, another
+  CHECK(r1.find("neighbor-set-name = \"host-r1h1\"\n  neighbor-info-list = [\"198.19.1.0/30\"]") != std::string::npos);
+  CHECK(r1.find("neighbor-set-name = \"hosts\"\n  neighbor-info-list = [\"198.19.1.0/29\"]") != std::string::npos);
+  CHECK(r1.find("name = \"nothing-to-injectors\"") < r1.find("name = \"no-task-routes-beyond-the-rack4\""));
   CHECK(r1.find("ip-prefix = \"198.19.0.1/32\"") != std::string::npos);
   CHECK(r1.find("masklength-range = \"23..32\"") != std::string::npos);
   CHECK(r1.find("masklength-range = \"65..128\"") != std::string::npos);

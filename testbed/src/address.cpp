@@ -1,5 +1,6 @@
 #include "lanes/testbed/address.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace lanes::testbed {
@@ -119,6 +120,52 @@ std::optional<IpNet> IpNet::parse(const std::string& s, int family) {
 std::string IpNet::str() const {
   if (len_ == 0) return "default";
   return (v6_ ? a6_.to_string() : a4_.to_string()) + "/" + std::to_string(len_);
+}
+
+
+std::vector<IpNet> collapse(const std::vector<IpAddr>& addresses) {
+  __extension__ typedef unsigned __int128 U;  // an IPv6 address as a number
+  auto value = [](const IpAddr& a) -> U {
+    if (a.is_v4()) return a.to_v4().to_uint();
+    U v = 0;
+    for (auto b : a.to_v6().to_bytes()) v = v << 8 | b;
+    return v;
+  };
+  auto prefix = [](bool v6, U v, int len) -> IpNet {
+    if (!v6) return IpNet(Net4(Ip4(static_cast<uint32_t>(v)), len));
+    Ip6::bytes_type b{};
+    for (int i = 15; i >= 0; --i, v >>= 8) b[static_cast<size_t>(i)] = static_cast<uint8_t>(v);
+    return IpNet(Net6(Ip6(b), len));
+  };
+  std::vector<IpNet> out;
+  for (bool v6 : {false, true}) {
+    int bits = v6 ? 128 : 32;
+    std::vector<U> vs;
+    for (const auto& a : addresses)
+      if (a.is_v6() == v6) vs.push_back(value(a));
+    std::sort(vs.begin(), vs.end());
+    vs.erase(std::unique(vs.begin(), vs.end()), vs.end());
+    for (size_t i = 0; i < vs.size();) {
+      size_t j = i;  // the run of consecutive addresses from vs[i] to vs[j]
+      while (j + 1 < vs.size() && vs[j + 1] == vs[j] + 1) ++j;
+      U lo = vs[i], hi = vs[j];
+      for (;;) {
+        // the largest block that starts at LO (its alignment) and ends by HI
+        int len = bits;
+        while (len > 1) {  // (a /0 would need every address there is)
+          U size = U(1) << (bits - len + 1);
+          if ((lo & (size - 1)) != 0 || lo + (size - 1) > hi) break;
+          --len;
+        }
+        out.push_back(prefix(v6, lo, len));
+        U last = lo + ((U(1) << (bits - len)) - 1);
+        if (last >= hi) break;
+        lo = last + 1;
+      }
+      i = j + 1;
+    }
+  }
+  return out;
 }
 
 }  // namespace lanes::testbed

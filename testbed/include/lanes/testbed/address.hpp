@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace lanes::testbed {
 
@@ -93,5 +94,11 @@ class IpNet {
   Ip6 a6_;
   int len_ = 0;
 };
+
+// The fewest prefixes that hold exactly ADDRESSES (of either family, each
+// family's in order): 198.19.1.0 to .255 is 198.19.1.0/24. A set that
+// matches one by one (a routing daemon's neighbor set) matches the same
+// addresses at a fraction of the cost.
+std::vector<IpNet> collapse(const std::vector<IpAddr>& addresses);
 
 }  // namespace lanes::testbed
