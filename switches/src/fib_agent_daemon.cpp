@@ -115,7 +115,7 @@ void FibAgentDaemon::save() {
 
 void FibAgentDaemon::on_stream() {
   bool closed = false;
-  for (auto& e : watch_->take()) {
+  for (auto& e : coalesce_tables(watch_->take())) {
     switch (e.kind) {
       case GobgpWatch::Event::Kind::table:
         follower_->table(e.paths, e.snapshot, Clock::now());

@@ -330,6 +330,19 @@ Status GobgpClient::add_peer(const std::string& config, milliseconds timeout) co
   return {};
 }
 
+std::vector<GobgpWatch::Event> coalesce_tables(std::vector<GobgpWatch::Event> events) {
+  std::vector<GobgpWatch::Event> out;
+  for (auto& e : events) {
+    bool change = e.kind == GobgpWatch::Event::Kind::table && !e.snapshot;
+    if (change && !out.empty() && out.back().kind == GobgpWatch::Event::Kind::table && !out.back().snapshot) {
+      for (auto& [prefix, set] : e.paths) out.back().paths[prefix] = std::move(set);
+      continue;
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 Result<std::unique_ptr<GobgpWatch>> GobgpClient::watch() const {
   return std::unique_ptr<GobgpWatch>(std::make_unique<Watch>(impl_));
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "fake_fib.hpp"
+#include "lanes/switches/gobgp_client.hpp"
 #include "lanes/switches/rib_follower.hpp"
 
 using namespace lanes::testbed;
@@ -173,4 +174,55 @@ TEST_CASE("rib follower: a session that drops while stale is waited for again", 
   r.advance(milliseconds(2500));
   CHECK(r.f.waiting_for(r.t) == std::set<std::string>{"198.19.1.2"});
   CHECK(r.agent.stale());
+}
+
+TEST_CASE("queued table changes reach the kernel once per prefix, in order against session events", "[unit]") {
+  using Ev = GobgpWatch::Event;
+  auto change = [](PathSets p) {
+    Ev e;
+    e.paths = std::move(p);
+    return e;
+  };
+  auto peer = [](const std::string& n) {
+    Ev e;
+    e.kind = Ev::Kind::peer;
+    e.neighbor = n;
+    e.state = kBgpEstablished;
+    return e;
+  };
+  Ev snap = change({{"198.19.0.9/32", {"198.19.1.9"}}});
+  snap.snapshot = true;
+  // h1's next hops one at a time, as its sessions come up, around a session event
+  std::vector<Ev> q = {snap,
+                       change({{"198.19.0.1/32", {kH1[0]}}}),
+                       change({{"198.19.0.1/32", {kH1[0], kH1[1]}}, {"198.19.0.2/32", {kH2[0]}}}),
+                       change({{"198.19.0.1/32", {kH1[0], kH1[1], kH1[2]}}}),
+                       peer(kH1[3]),
+                       change({{"198.19.0.1/32", {kH1[0], kH1[1], kH1[2], kH1[3]}}}),
+                       change({{"198.19.0.2/32", {}}})};
+  auto out = coalesce_tables(q);
+  REQUIRE(out.size() == 4);
+  CHECK(out[0].snapshot);  // a snapshot is never merged: it replaces the table
+  CHECK(out[1].kind == Ev::Kind::table);
+  CHECK(out[1].paths == PathSets{{"198.19.0.1/32", {kH1[0], kH1[1], kH1[2]}}, {"198.19.0.2/32", {kH2[0]}}});
+  CHECK(out[2].kind == Ev::Kind::peer);
+  CHECK(out[3].paths == PathSets{{"198.19.0.1/32", kH1}, {"198.19.0.2/32", {}}});
+
+  // the kernel ends where the changes one by one leave it, in fewer operations
+  auto apply = [](const std::vector<Ev>& events, Rig& r) {
+    r.f.connected(r.t);
+    for (const auto& e : events)
+      if (e.kind == Ev::Kind::table)
+        r.f.table(e.paths, e.snapshot, r.t);
+      else
+        r.f.peer(e.neighbor, e.state, r.t);
+  };
+  Rig one, merged;
+  apply(q, one);
+  apply(out, merged);
+  CHECK(merged.k.routes_.size() == one.k.routes_.size());
+  CHECK(merged.members("198.19.0.1/32") == 4);
+  CHECK(one.members("198.19.0.1/32") == 4);
+  CHECK(merged.members("198.19.0.2/32") == 0);
+  CHECK(merged.agent.kernel_ops() < one.agent.kernel_ops());
 }

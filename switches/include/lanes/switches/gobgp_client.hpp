@@ -68,6 +68,12 @@ class GobgpWatch {
   virtual std::vector<Event> take() = 0;
 };
 
+// EVENTS with each run of table changes (not a snapshot) one change: a
+// prefix's last set stands for it, as each set is complete. What a busy
+// reader finds queued (the four sessions of a host, up one after another)
+// reaches the kernel once; the order against session events stays.
+std::vector<GobgpWatch::Event> coalesce_tables(std::vector<GobgpWatch::Event> events);
+
 class GobgpClient {
  public:
   // Opens a connection to gobgpd at 127.0.0.1:PORT inside the network
