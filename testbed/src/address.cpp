@@ -122,7 +122,6 @@ std::string IpNet::str() const {
   return (v6_ ? a6_.to_string() : a4_.to_string()) + "/" + std::to_string(len_);
 }
 
-
 std::vector<IpNet> collapse(const std::vector<IpAddr>& addresses) {
   __extension__ typedef unsigned __int128 U;  // an IPv6 address as a number
   auto value = [](const IpAddr& a) -> U {
