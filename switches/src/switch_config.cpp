@@ -29,9 +29,12 @@ std::string list(const std::vector<std::string>& v) {
 // written as the prefixes that hold exactly them (a /24, a host's /30)
 std::string neighbor_list(const std::vector<std::string>& addresses) {
   std::vector<IpAddr> ips;
-  for (const auto& a : addresses)
-    if (auto ip = parse_ip(a)) ips.push_back(*ip);
   std::vector<std::string> out;
+  for (const auto& a : addresses)
+    if (auto ip = parse_ip(a))
+      ips.push_back(*ip);
+    else
+      out.push_back(a);  // not an address: kept as it is, for gobgpd to refuse, never dropped from the set
   for (const auto& n : collapse(ips)) {
     std::string a = n.address().to_string();
     bool host = n.prefix_length() == (n.is_v6() ? 128 : 32);
