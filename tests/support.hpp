@@ -89,6 +89,22 @@ struct OwnStateDir {
   std::string env() const { return "LANES_STATE_DIR=" + path + " "; }
 };
 
+// A folder of the test's own under the temp dir, removed at the end of the scope.
+struct TempDir {
+  std::string dir;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "lanes-test-XXXXXX").string();
+    if (::mkdtemp(t.data())) dir = t;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return dir; }
+};
+
 // `lanes down` of a run at the end of the scope, whatever was checked
 // before it (a failed REQUIRE throws past the test's own down). ENV: the
 // state dir's "LANES_STATE_DIR=... " or empty. A down that finds the run

@@ -49,5 +49,6 @@ bool stop_on_signals(testbed::EventLoop& loop, const char* mode);
 int collective_main(const scenarios::traffic::CollectiveArgs& a);
 int training_main(const scenarios::traffic::TrainingArgs& a);
 int store_main(const scenarios::traffic::StoreArgs& a);
+int trace_main(const scenarios::traffic::TraceArgs& a);
 
 }  // namespace lanes::traffic_engine

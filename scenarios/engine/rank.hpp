@@ -28,6 +28,7 @@
 
 #include "engine.hpp"
 #include "lanes/scenarios/collective.hpp"
+#include "lanes/scenarios/pattern.hpp"
 #include "lanes/scenarios/traffic_results.hpp"
 
 namespace lanes::traffic_engine {
@@ -53,29 +54,55 @@ inline double mono_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+// One collective of a rank's sequence: OP of BYTES (a broadcast from ROOT).
+struct CollectiveSpec {
+  coll::Op op = coll::Op::allreduce;
+  uint64_t bytes = 0;
+  int root = 0;
+};
+
 class Rank {
  public:
+  // ITERATIONS times the same collective (collective and training modes):
+  // the buffer is prepared once, the last output verified
   Rank(coll::Op op, int rank, int ranks, int channels, const coll::Layout& l, uint64_t seed, int iterations)
-      : op_(op), rank_(rank), ranks_(ranks), channels_(channels), l_(l), seed_(seed), total_iterations_(iterations),
-        steps_(coll::ring_schedule(op, ranks, rank)) {
+      : rank_(rank), ranks_(ranks), channels_(channels), lowat_(coll::notsent_lowat(l.piece)), seed_(seed),
+        total_iterations_(iterations) {
+    plans_.push_back(make_plan({op, l.bytes, 0}, l));
     res_.op = coll::op_name(op);
-    res_.rank = rank;
-    res_.ranks = ranks;
-    res_.channels = channels;
     res_.bytes = l.bytes;
-    res_.expected_bytes = steps_.size() * l.chunk * static_cast<uint64_t>(iterations);
+    res_.expected_bytes = plans_[0].send_bytes * static_cast<uint64_t>(iterations);
+    init_result();
+  }
+  // a sequence of collectives, one after the other on the same channels
+  // (the trace mode): each prepares its input as it begins and has its
+  // output verified as it ends (checked_bytes and first_bad_offset sum and
+  // keep the first); bytes are rounded to the ring's layout (at least 8
+  // a rank), pieces of PIECE bytes
+  Rank(const std::vector<CollectiveSpec>& seq, int rank, int ranks, int channels, uint64_t piece, uint64_t seed)
+      : rank_(rank), ranks_(ranks), channels_(channels), lowat_(coll::notsent_lowat(piece)), seed_(seed),
+        total_iterations_(static_cast<int>(seq.size())), verify_each_(true) {
+    for (const auto& c : seq) {
+      int n = coll::chunks(c.op, ranks);
+      uint64_t unit = 8 * static_cast<uint64_t>(n);
+      plans_.push_back(make_plan(c, coll::layout(std::max(unit, (c.bytes + unit - 1) / unit * unit), n, piece)));
+      res_.expected_bytes += plans_.back().send_bytes;
+      res_.bytes = std::max(res_.bytes, plans_.back().l.bytes);
+    }
+    res_.op = "sequence";
+    init_result();
   }
 
   // the input, and for all-gather the rank's chunk already in its output
+  // (a broadcast's root: its input is what it sends, from its output)
   void prepare() {
-    out_.assign(l_.bytes / 8, 0);
-    auto [a, b] = coll::input_words(op_, rank_, l_);
-    if (op_ == coll::Op::allgather) {
-      for (uint64_t i = a; i < b; ++i) out_[i] = coll::input_word(seed_, rank_, i);
-    } else {
-      in_.resize(l_.bytes / 8);
-      for (uint64_t i = a; i < b; ++i) in_[i] = coll::input_word(seed_, rank_, i);
-    }
+    if (plans_.empty()) return;
+    const Plan& p = plans_.front();
+    uint64_t words = 0;
+    for (const auto& q : plans_) words = std::max(words, q.l.bytes / 8);
+    out_.assign(words, 0);
+    if (p.op != coll::Op::allgather && p.op != coll::Op::broadcast) in_.resize(words);
+    fill_input(p);
   }
 
   bool run(const sockaddr_storage& next, socklen_t nlen, int listener, double timeout_s) {
@@ -108,18 +135,12 @@ class Rank {
   }
 
   // every word of the output the collective fills, against what it must be
+  // (the sequence's: each was as it ended)
   void verify() {
     if (failed_ || !done_) return;
-    auto [a, b] = coll::output_words(op_, rank_, l_);
-    coll::Expected want(op_, seed_, ranks_, l_.chunk / 8);
-    for (uint64_t i = a; i < b; ++i)
-      if (out_[i] != want(i)) {
-        res_.first_bad_offset = static_cast<int64_t>(i * 8);
-        break;
-      }
-    res_.checked_bytes = (b - a) * 8;
+    if (!verify_each_) check_output(plans_.front());
     res_.verified = res_.first_bad_offset < 0 && res_.sent_bytes == res_.expected_bytes &&
-                    res_.received_bytes == res_.expected_bytes;
+                    res_.received_bytes == expected_received_;
   }
 
   traffic::CollectiveResult& result() { return res_; }
@@ -130,6 +151,30 @@ class Rank {
   // and may block (a checkpoint: the ring waits with it).
   std::function<double(int)> before_step;
   std::function<void(int)> after_step;
+  // The trace mode: collective I begins only once MAY_BEGIN(I) says so;
+  // until then it waits for release(), which the caller calls from a
+  // callback of the rank's loop. The loop keeps running after the last
+  // collective while KEEP_RUNNING says so (stop() ends it).
+  std::function<bool(int)> may_begin;
+  std::function<bool()> keep_running;
+  // once the channels are up both ways, before the first collective may begin
+  std::function<void()> on_ready;
+  // ends the run as failed (a replay's own error), WHY its reason
+  void abort(const std::string& why) { fail(why); }
+  void release() {
+    if (!holding_ || !waiting_release_) return;
+    if (may_begin && !may_begin(iteration_)) return;
+    waiting_release_ = false;
+    holding_ = false;
+    begin_iteration();
+    pump();
+  }
+  void stop() { loop_.stop(); }
+  EventLoop& loop() { return loop_; }
+  bool done() const { return done_; }
+  bool failed() const { return failed_; }
+  // when each collective began (its inputs ready and released), on the monotonic clock
+  const std::vector<double>& begin_s() const { return begin_s_; }
 
  private:
   struct Send {
@@ -151,6 +196,7 @@ class Rank {
     size_t hello_got = 0;
     PieceHeader h{};
     size_t hdr_got = 0;
+    size_t step = 0;  // the piece's step in this rank's schedule
     bool paused = false;  // a piece of the next collective: it waits for this one's end
     bool closed = false;  // the previous rank ended it
     uint8_t* body = nullptr;  // where the piece's bytes go (null: no piece begun)
@@ -190,12 +236,22 @@ class Rank {
       if (!r.hello_ok) return;
     ready_ = true;
     res_.ready_s = mono_s();
+    if (on_ready) on_ready();
+    if (failed_ || done_) return;
+    if (total_iterations_ == 0) {  // nothing to move: the channels were the work
+      finish();
+      return;
+    }
     if (start_iteration()) pump();
   }
 
   // collective iteration_ begins, after BEFORE_STEP's pause if it asks one.
   // true: it began now (the caller pumps its first pieces)
   bool start_iteration() {
+    if (may_begin && !may_begin(iteration_)) {
+      holding_ = waiting_release_ = true;
+      return false;
+    }
     double pause = before_step ? before_step(iteration_) : 0;
     if (pause <= 0) {
       begin_iteration();
@@ -211,10 +267,14 @@ class Rank {
   }
 
   void begin_iteration() {
-    size_t m = steps_.size(), ppc = l_.pieces_per_chunk;
+    const Plan& p = cur();
+    if (verify_each_ && iteration_ > 0) fill_input(p);
+    begin_s_.push_back(mono_s());
+    size_t m = p.steps.size(), ppc = p.l.pieces_per_chunk;
     applied_.assign(m * ppc, false);
     received_ = sent_ = 0;
-    for (uint64_t j = 0; j < ppc; ++j) ready_pieces_.push_back({0, j});
+    if (m > 0 && p.steps[0].send)
+      for (uint64_t j = 0; j < ppc; ++j) ready_pieces_.push_back({0, j});
     for (size_t i = 0; i < recv_.size(); ++i)
       if (recv_[i].paused) {
         recv_[i].paused = false;
@@ -223,13 +283,12 @@ class Rank {
       }
   }
 
-  uint64_t pieces_per_iteration() const { return steps_.size() * l_.pieces_per_chunk; }
   bool last_iteration() const { return iteration_ == total_iterations_ - 1; }
   // everything of the last collective arrived: the previous rank may close
-  bool received_all() const { return done_ || (last_iteration() && received_ == pieces_per_iteration()); }
+  bool received_all() const { return done_ || (last_iteration() && received_ == cur().recv_pieces); }
   bool sent_all() const {
     if (done_) return true;
-    if (!last_iteration() || sent_ < pieces_per_iteration()) return false;
+    if (!last_iteration() || sent_ < cur().send_pieces) return false;
     for (const auto& s : send_)
       if (s.busy) return false;
     return true;
@@ -238,19 +297,25 @@ class Rank {
   // a collective that has sent and received everything ends; the next begins
   // (the caller pumps its first pieces)
   void maybe_end_iteration() {
-    uint64_t want = pieces_per_iteration();
-    if (received_ < want || sent_ < want) return;
+    if (holding_ || done_ || failed_) return;
+    const Plan& p = cur();
+    if (received_ < p.recv_pieces || sent_ < p.send_pieces) return;
     for (const auto& s : send_)
       if (s.busy) return;
     res_.iteration_end_s.push_back(mono_s());
+    if (verify_each_) check_output(p);
     if (after_step) after_step(iteration_);
     if (++iteration_ < total_iterations_) {
       start_iteration();  // the caller pumps
       return;
     }
+    finish();
+  }
+
+  void finish() {
     done_ = true;
     for (auto& s : send_) ::shutdown(s.fd, SHUT_WR);
-    loop_.stop();
+    if (!keep_running || !keep_running()) loop_.stop();
   }
 
   // hands ready pieces to the channels with room, each in turn from the one
@@ -296,10 +361,12 @@ class Rank {
         if (ready_pieces_.empty() || !room(s)) return true;
         auto [k, j] = ready_pieces_.front();
         ready_pieces_.pop_front();
-        const coll::RingStep& st = steps_[k];
-        uint64_t off = static_cast<uint64_t>(st.send_chunk) * l_.chunk + j * l_.piece;
-        s.h = {kPieceMagic, static_cast<uint32_t>(iteration_), static_cast<uint32_t>(k),
-               static_cast<uint32_t>(l_.piece_bytes(j)), off};
+        const Plan& p = cur();
+        const coll::RingStep& st = p.steps[k];
+        uint64_t off = static_cast<uint64_t>(st.send_chunk) * p.l.chunk + j * p.l.piece;
+        // the step as the next rank counts it: its M-th receiving step takes this one's M-th sending step
+        s.h = {kPieceMagic, static_cast<uint32_t>(iteration_), static_cast<uint32_t>(p.send_ordinal[k]),
+               static_cast<uint32_t>(p.l.piece_bytes(j)), off};
         // the first reduce-scatter step sends the input; every later step what arrived
         const uint64_t* src = k == 0 && st.reduce ? in_.data() : out_.data();
         s.body = reinterpret_cast<const uint8_t*>(src) + off;
@@ -375,23 +442,26 @@ class Rank {
   bool begin_piece(Recv& r) {
     const PieceHeader& h = r.h;
     if (h.magic != kPieceMagic) return fail("a channel from the previous rank sent a malformed piece");
-    if (static_cast<int>(h.iteration) > iteration_ || holding_) {  // the previous rank is a collective ahead
+    if (static_cast<int>(h.iteration) > iteration_ || holding_ || done_) {  // the previous rank is a collective ahead
       r.paused = true;
       (void)loop_.rewatch(r.fd, 0);
       return true;
     }
-    size_t k = h.step;
-    if (static_cast<int>(h.iteration) < iteration_ || k >= steps_.size())
+    const Plan& p = cur();
+    const coll::Layout& l = p.l;
+    if (static_cast<int>(h.iteration) < iteration_ || h.step >= p.recv_steps.size())
       return fail("a piece out of the schedule (collective " + std::to_string(h.iteration) + ", step " +
-                  std::to_string(k) + ")");
-    uint64_t base = static_cast<uint64_t>(steps_[k].recv_chunk) * l_.chunk;
-    uint64_t j = h.offset >= base ? (h.offset - base) / l_.piece : l_.pieces_per_chunk;
-    if (h.offset < base || j >= l_.pieces_per_chunk || h.offset != base + j * l_.piece ||
-        h.length != l_.piece_bytes(j) || applied_[k * l_.pieces_per_chunk + j])
+                  std::to_string(h.step) + ")");
+    size_t k = p.recv_steps[h.step];
+    r.step = k;
+    uint64_t base = static_cast<uint64_t>(p.steps[k].recv_chunk) * l.chunk;
+    uint64_t j = h.offset >= base ? (h.offset - base) / l.piece : l.pieces_per_chunk;
+    if (h.offset < base || j >= l.pieces_per_chunk || h.offset != base + j * l.piece ||
+        h.length != l.piece_bytes(j) || applied_[k * l.pieces_per_chunk + j])
       return fail("a piece that is not the schedule's next (step " + std::to_string(k) + ", offset " +
                   std::to_string(h.offset) + ", " + std::to_string(h.length) + " bytes)");
-    if (steps_[k].reduce) {
-      r.scratch.resize(l_.piece / 8);
+    if (p.steps[k].reduce) {
+      r.scratch.resize(l.piece / 8);
       r.body = reinterpret_cast<uint8_t*>(r.scratch.data());
     } else {
       r.body = reinterpret_cast<uint8_t*>(out_.data()) + h.offset;
@@ -402,18 +472,19 @@ class Rank {
 
   void piece_arrived(Recv& r) {
     const PieceHeader& h = r.h;
-    size_t k = h.step;
-    uint64_t j = (h.offset - static_cast<uint64_t>(steps_[k].recv_chunk) * l_.chunk) / l_.piece;
-    if (steps_[k].reduce) {  // this rank's part added to what came
+    const Plan& p = cur();
+    size_t k = r.step;
+    uint64_t j = (h.offset - static_cast<uint64_t>(p.steps[k].recv_chunk) * p.l.chunk) / p.l.piece;
+    if (p.steps[k].reduce) {  // this rank's part added to what came
       uint64_t w0 = h.offset / 8, words = h.length / 8;
       for (uint64_t i = 0; i < words; ++i) out_[w0 + i] = in_[w0 + i] + r.scratch[i];
     }
-    applied_[k * l_.pieces_per_chunk + j] = true;
+    applied_[k * p.l.pieces_per_chunk + j] = true;
     res_.received_bytes += h.length;
     ++received_;
     r.body = nullptr;
     r.hdr_got = 0;
-    if (k + 1 < steps_.size()) ready_pieces_.push_back({k + 1, j});
+    if (k + 1 < p.steps.size() && p.steps[k + 1].send) ready_pieces_.push_back({k + 1, j});
   }
 
   void on_recv(size_t i) {
@@ -478,13 +549,80 @@ class Rank {
     }
   }
 
-  coll::Op op_;
+  // one collective as this rank runs it
+  struct Plan {
+    coll::Op op;
+    int root = 0;
+    coll::Layout l;
+    std::vector<coll::RingStep> steps;
+    std::vector<size_t> send_ordinal;  // step → its place among the sending steps
+    std::vector<size_t> recv_steps;    // the receiving steps, in order
+    uint64_t send_pieces = 0, recv_pieces = 0, send_bytes = 0, recv_bytes = 0;
+  };
+
+  Plan make_plan(const CollectiveSpec& c, const coll::Layout& l) {
+    Plan p{c.op, c.root, l, coll::ring_schedule(c.op, ranks_, rank_, c.root), {}, {}};
+    size_t sends = 0;
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+      p.send_ordinal.push_back(sends);
+      if (p.steps[k].send) ++sends;
+      if (p.steps[k].recv) p.recv_steps.push_back(k);
+    }
+    p.send_pieces = sends * l.pieces_per_chunk;
+    p.recv_pieces = p.recv_steps.size() * l.pieces_per_chunk;
+    p.send_bytes = sends * l.chunk;
+    p.recv_bytes = p.recv_steps.size() * l.chunk;
+    return p;
+  }
+
+  void init_result() {
+    res_.rank = rank_;
+    res_.ranks = ranks_;
+    res_.channels = channels_;
+    uint64_t per = 0;
+    for (const auto& p : plans_) per += p.recv_bytes;
+    // the same collective again and again, or the sequence once
+    expected_received_ = verify_each_ ? per : per * static_cast<uint64_t>(total_iterations_);
+  }
+
+  const Plan& cur() const { return plans_[verify_each_ ? static_cast<size_t>(iteration_) : 0]; }
+
+  // each collective of a sequence has data of its own: an output left by
+  // the one before never passes for it
+  uint64_t data_seed() const {
+    return verify_each_ ? lanes::scenarios::splitmix64(seed_ + static_cast<uint64_t>(iteration_)) : seed_;
+  }
+
+  void fill_input(const Plan& p) {
+    auto [a, b] = coll::input_words(p.op, rank_, p.l, p.root);
+    uint64_t seed = data_seed();
+    if (p.op == coll::Op::allgather || p.op == coll::Op::broadcast) {
+      for (uint64_t i = a; i < b; ++i) out_[i] = coll::input_word(seed, rank_, i);
+    } else {
+      if (in_.size() < p.l.bytes / 8) in_.resize(p.l.bytes / 8);
+      for (uint64_t i = a; i < b; ++i) in_[i] = coll::input_word(seed, rank_, i);
+    }
+  }
+
+  void check_output(const Plan& p) {
+    auto [a, b] = coll::output_words(p.op, rank_, p.l, p.root);
+    coll::Expected want(p.op, data_seed(), ranks_, p.l.chunk / 8, p.root);
+    for (uint64_t i = a; i < b; ++i)
+      if (out_[i] != want(i)) {
+        if (res_.first_bad_offset < 0) res_.first_bad_offset = static_cast<int64_t>(i * 8);
+        break;
+      }
+    res_.checked_bytes += (b - a) * 8;
+  }
+
   int rank_, ranks_, channels_;
-  coll::Layout l_;
-  int lowat_ = coll::notsent_lowat(l_.piece);
+  int lowat_;
   uint64_t seed_;
   int total_iterations_;
-  std::vector<coll::RingStep> steps_;
+  bool verify_each_ = false;
+  std::vector<Plan> plans_;
+  uint64_t expected_received_ = 0;
+  std::vector<double> begin_s_;
   std::vector<uint64_t> in_, out_;
   EventLoop loop_;
   std::vector<Send> send_;
@@ -497,6 +635,7 @@ class Rank {
   uint64_t pieces_taken_ = 0;
   bool ready_ = false, done_ = false, failed_ = false;
   bool holding_ = false;  // BEFORE_STEP's pause: the next collective has not begun
+  bool waiting_release_ = false;  // MAY_BEGIN said not yet
   traffic::CollectiveResult res_;
 };
 

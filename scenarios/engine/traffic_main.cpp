@@ -37,6 +37,7 @@
 //   lanes-traffic collective ...: one rank of a ring collective (collective_rank.cpp)
 //   lanes-traffic training ... / store ...: a training job's rank and its
 //       checkpoints' storage server (training_rank.cpp)
+//   lanes-traffic trace ...: a rank of a Chakra trace's replay (trace_rank.cpp)
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -871,6 +872,7 @@ int main(int argc, char** argv) {
   if (mode == "collective") return run_mode(words, collective_main);
   if (mode == "training") return run_mode(words, training_main);
   if (mode == "store") return run_mode(words, store_main);
+  if (mode == "trace") return run_mode(words, trace_main);
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
                "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] [--wait-go] "
                "[--interval-ms MS]\n"
@@ -889,6 +891,8 @@ int main(int argc, char** argv) {
                "--compute-ms MS [--checkpoint-every K --checkpoint BYTES --store ADDR --store-port Q] [--channels C] "
                "[--incarnation I] [--resume] [--seed S] [--timeout SECONDS] [--wait-go]\n"
                "       lanes-traffic store --port P --ranks N [--seed S]\n"
+               "       lanes-traffic trace --trace FILE --rank R --ranks N --to NEXT --port P [--channels C] "
+               "[--iterations I] [--scale X] [--seed S] [--timeout SECONDS] [--wait-go]\n"
                "every mode: [--congestion NAME] sets the TCP congestion control of its TCP sockets\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

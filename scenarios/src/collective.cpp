@@ -17,6 +17,7 @@ const char* op_name(Op op) {
   switch (op) {
     case Op::allreduce: return "allreduce";
     case Op::reducescatter: return "reducescatter";
+    case Op::broadcast: return "broadcast";
     case Op::allgather: break;
   }
   return "allgather";
@@ -26,9 +27,15 @@ namespace {
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
-std::vector<RingStep> ring_schedule(Op op, int n, int rank) {
+std::vector<RingStep> ring_schedule(Op op, int n, int rank, int root) {
   std::vector<RingStep> steps;
   if (n < 2) return steps;
+  if (op == Op::broadcast) {
+    int p = mod(rank - root, n);  // its place in the chain
+    if (p > 0) steps.push_back({0, 0, false, false, true});
+    if (p < n - 1) steps.push_back({0, 0, false, true, false});
+    return steps;
+  }
   if (op != Op::allgather)
     for (int k = 0; k < n - 1; ++k) steps.push_back({mod(rank - k - 1, n), mod(rank - k - 2, n), true});
   if (op != Op::reducescatter)
@@ -36,8 +43,11 @@ std::vector<RingStep> ring_schedule(Op op, int n, int rank) {
   return steps;
 }
 
+int chunks(Op op, int n) { return op == Op::broadcast ? 1 : n; }
+
 double bus_factor(Op op, int n) {
   if (n < 1) return 0;
+  if (op == Op::broadcast) return 1;
   double f = static_cast<double>(n - 1) / n;
   return op == Op::allreduce ? 2 * f : f;
 }
@@ -77,15 +87,16 @@ uint64_t base_word(uint64_t seed, uint64_t index) { return splitmix64(seed * 0x9
 
 uint64_t input_word(uint64_t seed, int rank, uint64_t index) { return base_word(seed, index) * factor(seed, rank); }
 
-uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words) {
+uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words, int root) {
+  if (op == Op::broadcast) return input_word(seed, root, index);
   if (op == Op::allgather) return input_word(seed, static_cast<int>(chunk_words ? index / chunk_words : 0), index);
   uint64_t k = 0;
   for (int r = 0; r < n; ++r) k += factor(seed, r);
   return base_word(seed, index) * k;
 }
 
-Expected::Expected(Op op, uint64_t seed, int n, uint64_t chunk_words)
-    : op_(op), seed_(seed), chunk_words_(chunk_words) {
+Expected::Expected(Op op, uint64_t seed, int n, uint64_t chunk_words, int root)
+    : op_(op), seed_(seed), chunk_words_(chunk_words), root_(root) {
   for (int r = 0; r < n; ++r) {
     factors_.push_back(factor(seed, r));
     sum_ += factors_.back();
@@ -93,18 +104,22 @@ Expected::Expected(Op op, uint64_t seed, int n, uint64_t chunk_words)
 }
 
 uint64_t Expected::operator()(uint64_t index) const {
-  uint64_t k = op_ == Op::allgather ? factors_[chunk_words_ ? index / chunk_words_ : 0] : sum_;
+  uint64_t k = op_ == Op::allgather    ? factors_[chunk_words_ ? index / chunk_words_ : 0]
+               : op_ == Op::broadcast ? factors_[static_cast<size_t>(root_)]
+                                      : sum_;
   return base_word(seed_, index) * k;
 }
 
-std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l) {
+std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l, int root) {
   uint64_t cw = l.chunk / 8, r = static_cast<uint64_t>(rank);
+  if (op == Op::broadcast && rank == root) return {0, 0};
   if (op == Op::reducescatter) return {r * cw, (r + 1) * cw};
   return {0, l.bytes / 8};
 }
 
-std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l) {
+std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l, int root) {
   uint64_t cw = l.chunk / 8, r = static_cast<uint64_t>(rank);
+  if (op == Op::broadcast && rank != root) return {0, 0};
   if (op == Op::allgather) return {r * cw, (r + 1) * cw};
   return {0, l.bytes / 8};
 }

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <ctime>
 #include <vector>
 
 namespace lanes::testbed {
@@ -88,13 +91,26 @@ void EventLoop::dispatch_timers(Clock::time_point now) {
 
 void EventLoop::wait_and_dispatch(std::optional<Clock::time_point> wake) {
   if (!timers_.empty()) wake = wake ? std::min(*wake, timers_.begin()->first) : timers_.begin()->first;
-  int timeout = -1;
-  if (wake) {
-    auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
-    timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, 24 * 3600 * 1000));
-  }
   epoll_event evs[32];
-  int n = ::epoll_wait(ep_.get(), evs, 32, timeout);
+  int n = 0;
+  // to the nanosecond where the kernel has epoll_pwait2 (5.11): a timer of
+  // 100 µs (a replayed GPU kernel) must not wait a whole millisecond
+  static std::atomic<bool> no_pwait2{false};
+  if (wake && !no_pwait2) {
+    auto ns = std::clamp<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(*wake - Clock::now()).count(), 0,
+                                  int64_t{24} * 3600 * 1'000'000'000);
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    n = ::epoll_pwait2(ep_.get(), evs, 32, &ts, nullptr);
+    if (n < 0 && errno == ENOSYS) no_pwait2 = true;
+  }
+  if (!wake || no_pwait2) {
+    int timeout = -1;
+    if (wake) {
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<int64_t>(ms, 0, 24 * 3600 * 1000));
+    }
+    n = ::epoll_wait(ep_.get(), evs, 32, timeout);
+  }
   for (int i = 0; i < n && !stopped_; ++i) {
     auto it = fds_.find(evs[i].data.fd);
     if (it == fds_.end()) continue;  // unwatched by an earlier handler of this wake

@@ -12,6 +12,10 @@
 //   all-gather, step k = 0..n-2: r sends chunk (r-k) and stores the chunk
 //     (r-k-1) it receives; rank r starts holding chunk r, ends holding all.
 //   all-reduce: reduce-scatter, then all-gather.
+//   broadcast from ROOT (the trace workload's; one chunk, the whole
+//     buffer): the ring from the root is a chain — the root sends, each
+//     rank after it receives and sends on, the last (the root's previous)
+//     only receives.
 // In every schedule the chunk a rank sends in step k is the one it
 // received in step k-1, so a piece of it can go on as soon as it arrived
 // (the pipelining that keeps every link busy).
@@ -24,7 +28,8 @@
 
 namespace lanes::scenarios::collective {
 
-enum class Op { allreduce, reducescatter, allgather };
+enum class Op { allreduce, reducescatter, allgather, broadcast };
+// allreduce, reducescatter, allgather (the collective workload's choices)
 std::optional<Op> parse_op(const std::string& s);
 const char* op_name(Op op);
 
@@ -32,13 +37,19 @@ struct RingStep {
   int send_chunk = 0;
   int recv_chunk = 0;
   bool reduce = false;  // add the received chunk to the rank's input (reduce-scatter), or store it (all-gather)
+  bool send = true, recv = true;  // a broadcast's steps do one or the other
 };
-// Rank RANK's steps of OP among N ranks (N ≥ 2).
-std::vector<RingStep> ring_schedule(Op op, int n, int rank);
+// Rank RANK's steps of OP among N ranks (N ≥ 2; ROOT: a broadcast's).
+// A rank's M-th receiving step takes what its previous rank sent in its
+// M-th sending step.
+std::vector<RingStep> ring_schedule(Op op, int n, int rank, int root = 0);
+// The chunks OP cuts the buffer into: N, or 1 for a broadcast.
+int chunks(Op op, int n);
 
 // nccl-tests' figures for one collective of S bytes in T seconds among N
 // ranks: algbw = S / t, busbw = algbw · factor, where factor is 2(n-1)/n
-// for all-reduce and (n-1)/n for all-gather and reduce-scatter (the share
+// for all-reduce, (n-1)/n for all-gather and reduce-scatter and 1 for a
+// broadcast (the share
 // of S every rank's link must carry, so busbw compares with a link's rate
 // whatever n is). S is the whole buffer (all-gather's output,
 // reduce-scatter's input). Rates in bytes a second.
@@ -76,21 +87,25 @@ uint64_t input_word(uint64_t seed, int rank, uint64_t index);
 // What word I of a rank's output must be after OP among N ranks (in the
 // part of the output OP leaves filled: all-reduce and all-gather every
 // chunk, reduce-scatter the rank's own).
-uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words);
+// (A broadcast's output is the root's input.)
+uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words, int root = 0);
 // expected_word with the ranks' factors worked out once
 class Expected {
  public:
-  Expected(Op op, uint64_t seed, int n, uint64_t chunk_words);
+  Expected(Op op, uint64_t seed, int n, uint64_t chunk_words, int root = 0);
   uint64_t operator()(uint64_t index) const;
 
  private:
   Op op_;
   uint64_t seed_, chunk_words_, sum_ = 0;
   std::vector<uint64_t> factors_;
+  int root_;
 };
-// The part of the buffer rank RANK's output holds after OP, as [first, end) word indexes.
-std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l);
-// The part of the buffer rank RANK's input holds: all of it, or for all-gather its own chunk.
-std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l);
+// The part of the buffer rank RANK's output holds after OP, as [first, end)
+// word indexes (a broadcast's root: none, it only sends).
+std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l, int root = 0);
+// The part of the buffer rank RANK's input holds: all of it, for all-gather
+// its own chunk, for a broadcast all of it at the root and none elsewhere.
+std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l, int root = 0);
 
 }  // namespace lanes::scenarios::collective

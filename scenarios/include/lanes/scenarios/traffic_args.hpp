@@ -213,6 +213,39 @@ struct TrainingArgs : CommonArgs {
   }
 };
 
+// trace: one rank of a Chakra trace's replay (trace_replay.hpp)
+struct TraceArgs : CommonArgs {
+  static constexpr std::string_view kMode = "trace";
+  std::string trace;  // this rank's file
+  int rank = -1;
+  int ranks = 0;
+  std::string to;  // the next rank
+  int port = 5501;
+  std::optional<int> next_port;
+  int listen_fd = -1;  // a listener handed over (tests), instead of --port
+  int channels = 8;
+  int iterations = 1;
+  double scale = 1;  // compute durations times this
+  uint64_t seed = 1;
+  double timeout = 600;
+  bool wait_go = false;
+  template <class V> void fields(V&& v) {
+    v("--trace", trace);
+    v("--rank", rank);
+    v("--ranks", ranks);
+    v("--to", to);
+    v("--port", port);
+    v("--next-port", next_port);
+    v("--listen-fd", listen_fd);
+    v("--channels", channels);
+    v("--iterations", iterations);
+    v("--scale", scale);
+    v("--seed", seed);
+    v("--timeout", timeout);
+    v("--wait-go", wait_go);
+  }
+};
+
 // store: the training job's checkpoint server
 struct StoreArgs : CommonArgs {
   static constexpr std::string_view kMode = "store";

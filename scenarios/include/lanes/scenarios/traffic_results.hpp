@@ -126,6 +126,38 @@ struct CollectiveResult {
   std::vector<uint64_t> channel_bytes;   // payload each send channel carried
 };
 
+// trace: one rank's replay of a Chakra trace (trace_replay.hpp), ITERATIONS
+// times its graph. Times on the monotonic clock, in seconds.
+struct TraceCollective {
+  std::string op;  // lanes' collective: allreduce, allgather, reducescatter, broadcast
+  std::string comm_type;  // the trace's: ALL_REDUCE, BARRIER, ...
+  uint64_t traced_bytes = 0, bytes = 0;  // the trace's size, and the ring's (rounded to 8 bytes a rank)
+  int iteration = 0;
+  double start_s = 0, end_s = 0;  // released on this rank, ended on it
+};
+struct TraceResult {
+  std::string role = "trace";
+  std::string trace;  // the file
+  int rank = 0, ranks = 0, channels = 0, iterations = 0;
+  double scale = 1;        // compute durations times this
+  uint64_t compute_nodes = 0, collective_nodes = 0;  // per iteration
+  double ready_s = 0;      // the ring's channels up both ways: the replay's start
+  std::vector<double> iteration_end_s;
+  double end_s = 0;
+  double gpu_busy_s = 0, cpu_busy_s = 0;  // replayed compute, each stream's union
+  double comm_s = 0;          // the collectives' union
+  double exposed_comm_s = 0;  // collectives with no GPU kernel running (the GPU idle, waiting on the network)
+  std::vector<TraceCollective> collectives;
+  uint64_t sent_bytes = 0, received_bytes = 0, expected_bytes = 0;
+  bool verified = false;  // every collective's output every word it must be, every byte moved
+  uint64_t checked_bytes = 0;
+  int64_t first_bad_offset = -1;
+  int connection_errors = 0;
+  std::vector<std::string> errors;
+  uint64_t retransmits = 0;
+  std::vector<uint64_t> channel_bytes;
+};
+
 // Missing fields read as their defaults (an older lanes-traffic, or a field
 // this one leaves out); a field of the wrong type makes the read fail.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
@@ -144,6 +176,14 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveResult, role, op, rank
                                                 bytes, ready_s, iteration_end_s, sent_bytes, received_bytes,
                                                 expected_bytes, verified, checked_bytes, first_bad_offset,
                                                 connection_errors, errors, retransmits, channel_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TraceCollective, op, comm_type, traced_bytes, bytes, iteration,
+                                                start_s, end_s)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TraceResult, role, trace, rank, ranks, channels, iterations, scale,
+                                                compute_nodes, collective_nodes, ready_s, iteration_end_s, end_s,
+                                                gpu_busy_s, cpu_busy_s, comm_s, exposed_comm_s, collectives,
+                                                sent_bytes, received_bytes, expected_bytes, verified, checked_bytes,
+                                                first_bad_offset, connection_errors, errors, retransmits,
+                                                channel_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors, to)
