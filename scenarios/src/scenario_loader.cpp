@@ -340,7 +340,7 @@ class Loader {
       }
       std::string s = v.value();
       if (!check_value(n, a, s, topo, phase, workloads, marks, workloads_of, phases, st)) ok = false;
-      st.attrs[a.name] = s;
+      st.attrs[a.name] = a.kind == Kind::file ? relative(s) : s;
     }
     if (ok && st.has("min") && st.has("max")) {
       // numbers, or durations (blackout): compare what they mean
@@ -439,6 +439,9 @@ class Loader {
     };
     switch (a.kind) {
       case Kind::text:
+        return true;
+      case Kind::file:
+        if (s.empty()) return bad("expected a path");
         return true;
       case Kind::name:
         if (s.empty() || s.size() > 32 || s.find_first_of(" +\t") != std::string::npos)

@@ -213,7 +213,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
     CHECK(find_workload(w->type()) == w);
   }
   CHECK(types == std::set<std::string>{"checkpoint-save", "checkpoint-restore", "ingest", "dataload", "bootstrap", "probe",
-                                       "collective", "training", "exec"});
+                                       "collective", "training", "exec", "trace"});
   CHECK(find_workload("probe")->open_ended());
   CHECK_FALSE(find_workload("ingest")->open_ended());
   CHECK(std::string(find_workload("checkpoint-save")->nic_direction()) == "tx");

@@ -86,10 +86,11 @@ const std::vector<const Workload*>& workloads() {
   static const Collective collective;
   static const Training training;
   static const Exec exec;
+  static const Trace trace;
   // (the combination matrix's order of workload types, so its seeded
   // covering array stays as it was; exec has no matrix run)
-  static const std::vector<const Workload*> all = {&save,       &restore,  &ingest,    &dataload,
-                                                   &collective, &training, &bootstrap, &probe, &exec};
+  static const std::vector<const Workload*> all = {&save,      &restore, &ingest, &dataload, &collective,
+                                                   &training,  &bootstrap, &probe, &exec,   &trace};
   return all;
 }
 

@@ -117,6 +117,35 @@ class Training final : public Workload {
   std::string fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f) const override;
 };
 
+// trace: a Chakra execution trace (trace=, the path of its rank files
+// without `.<rank>.et`) replayed among the jobs of hosts= (every job host
+// without it), rank r on the r-th host, iterations= times, compute scaled
+// by scale=, collectives over channels= connections to each next rank
+// (lanes/scenarios/trace_replay.hpp); replicate-rank="R": every host
+// replays rank R's file
+class Trace final : public Workload {
+ public:
+  const char* type() const override;
+  const Attrs& attrs() const override;
+  std::string check(const Step& st, const testbed::Topology& topo) const override;
+  std::vector<std::string> sampled_hosts(const Step& st, const testbed::Topology& topo) const override;
+  const char* nic_direction() const override { return "tx"; }
+  void start(WorkloadRun& w, StepContext& ctx) const override;
+  nlohmann::json figures(const WorkloadRun& w, double end_s, StepContext& ctx) const override;
+  std::string summary(const nlohmann::json& f) const override;
+  std::vector<reports::FigureDecl> declared_figures() const override;
+  std::string matrix_steps() const override;
+};
+// The rank files a trace step replays, one per host of a job of RANKS
+// (chakra::TraceError when they do not match).
+std::vector<std::string> trace_files(const Step& st, size_t ranks);
+// A replay's figures from its ranks' results (hosts[r] ran rank r): JCT,
+// per-iteration time, compute, communication and exposed communication per
+// rank, the GPUs' idle share, busbw per collective and size (against
+// LINE_BPS where known). A missing result fails the check.
+nlohmann::json trace_figures(const std::vector<std::optional<traffic::TraceResult>>& ranks,
+                             const std::vector<std::string>& hosts, double line_bps);
+
 // bootstrap: every job host (or hosts=) fetches at one moment (a burst)
 class Bootstrap final : public Workload {
  public:

@@ -2,7 +2,7 @@
 // The combination matrix: every workload type against every address
 // family, egress mode, VIP mode and NIC count, covered pairwise (every pair
 // of values of two dimensions in at least one case) rather than in full
-// (with the 8 workload types registered today, 8 x 3 x 4 x 2 x 4 = 768
+// (with the 9 workload types registered today, 9 x 3 x 4 x 2 x 4 = 864
 // cases; the workload types are the registry's). A covering array built greedily
 // (AETG's way: of several random candidates for the next case, the one
 // that covers the most pairs not yet covered), from a seed, so the list is

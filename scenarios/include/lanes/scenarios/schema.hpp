@@ -13,7 +13,8 @@ enum class Kind {
   text, name, integer, count, number, positive, size, duration, boolean, host, server, node, nic, hosts, servers,
   rack, choice, phase, workload, mark, timeref,
   percent,  // a probability: 1%, 0.05% (0 < p <= 100)
-  delay     // a link's delay or jitter: 5ms, 250us, 0.5ms (impair.hpp)
+  delay,    // a link's delay or jitter: 5ms, 250us, 0.5ms (impair.hpp)
+  file      // a path, relative to the scenario's file: the step holds it resolved
 };
 
 struct Attr {
