@@ -3,14 +3,19 @@
 //
 //   lanes-traffic training --rank R --ranks N --to NEXT --port P
 //       --gradient BYTES --steps S --compute-ms MS --store ADDR
-//       --store-port Q [--checkpoint-every K] [--checkpoint BYTES]
+//       --store-port Q [--checkpoint-every K] [--checkpoint BYTES] [--checkpoint-flows F]
 //       [--channels C] [--incarnation I] [--resume] [--seed SEED]
 //       [--timeout SECONDS] [--wait-go] [--next-port P2]
 //   With --resume it first restores the latest checkpoint every rank saved
-//   whole (every byte checked) and goes on at the step after it. Each step
+//   whole (every byte checked; --restore-step S: that one; --restore-from
+//   ADDR --restore-port P: from that store, a hot spare's) and goes on at
+//   the step after it. With --spare ADDR --spare-port P every checkpoint it
+//   saved is pushed to that store too (a hot spare's), behind the job, the
+//   newest waiting while one is on its way (event "spare" once acked). Each step
 //   is a pause of MS (the compute) and a ring all-reduce of BYTES with the
 //   other ranks (rank.hpp); after every K-th step it saves BYTES of
-//   checkpoint to the store and waits for its ack. Prints one JSON line per
+//   checkpoint to the store (in F stripes at once, a connection each) and
+//   waits for its ack. Prints one JSON line per
 //   event as it happens (training::Event), so a rank killed mid-run leaves
 //   what it did.
 //
@@ -19,7 +24,8 @@
 //       against the pattern of its rank and step and acked (one cut off by
 //       its rank's death is no checkpoint, counted apart from wrong ones);
 //       a restore (GET) is answered with the latest checkpoint all N ranks
-//       saved whole.
+//       saved whole (or the one asked for, if it is). A line (role
+//       "store-progress") says each step the moment all N saved it whole.
 //       Prints a JSON line (role "store") at SIGTERM.
 
 #include <fcntl.h>
@@ -29,8 +35,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -51,8 +60,10 @@ using lanes::scenarios::Source;
 
 namespace {
 
+std::mutex g_print;  // a line at a time: the store's threads, a rank and its spare pusher
+
 constexpr uint32_t kStoreMagic = 0x4c4e5331;  // "LNS1"
-constexpr uint32_t kPut = 1, kGet = 2;
+constexpr uint32_t kPut = 1, kGet = 2, kPutStripe = 3;
 constexpr uint32_t kOk = 0, kBad = 1;
 
 struct StoreHeader {
@@ -85,25 +96,31 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
-// Sends BYTES of rank RANK's checkpoint of STEP (its pattern).
-bool send_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes) {
+// a striped save's piece: after the header, whose bytes are the whole checkpoint's
+struct Stripe {
+  uint64_t offset, length;
+};
+
+// Sends BYTES of rank RANK's checkpoint of STEP (its pattern) from FROM.
+bool send_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes, uint64_t from = 0) {
   Source src(seed, training::checkpoint_flow(step, rank));
-  for (uint64_t off = 0; off < bytes;) {
-    auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, bytes - off)));
+  for (uint64_t off = from; off < from + bytes;) {
+    auto s = src.at(off, static_cast<size_t>(std::min<uint64_t>(1 << 20, from + bytes - off)));
     if (!write_all(fd, s.data(), s.size())) return false;
     off += s.size();
   }
   return true;
 }
 
-// Reads BYTES of rank RANK's checkpoint of STEP, each checked against its
-// pattern (MATCHES: every byte was). false: the connection ended first.
-bool receive_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes, bool& matches) {
+// Reads BYTES of rank RANK's checkpoint of STEP from FROM, each checked
+// against its pattern (MATCHES: every byte was). false: the connection
+// ended first.
+bool receive_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes, bool& matches, uint64_t from = 0) {
   Pattern p(seed, training::checkpoint_flow(step, rank));
   std::vector<uint8_t> buf(1 << 20);
   matches = true;
-  for (uint64_t off = 0; off < bytes;) {
-    ssize_t r = ::read(fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - off)));
+  for (uint64_t off = from; off < from + bytes;) {
+    ssize_t r = ::read(fd, buf.data(), static_cast<size_t>(std::min<uint64_t>(buf.size(), from + bytes - off)));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     matches = matches && p.matches(off, std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
@@ -121,19 +138,27 @@ class Store {
   void serve(int fd) {
     StoreHeader h{};
     if (!read_all(fd, &h, sizeof h) || h.magic != kStoreMagic) return bad("a request that is not the store's");
-    if (h.op == kPut) return put(fd, h);
+    if (h.op == kPut) return put(fd, h, {0, h.bytes});
+    if (h.op == kPutStripe) {
+      Stripe st{};
+      if (!read_all(fd, &st, sizeof st) || st.length == 0 || st.offset + st.length > h.bytes || st.length > h.bytes)
+        return bad("a stripe that is not in its checkpoint");
+      return put(fd, h, st);
+    }
     if (h.op == kGet) return get(fd, h);
     bad("an unknown request");
   }
 
   nlohmann::json result() {
     std::lock_guard lk(mu_);
+    nlohmann::json at = nlohmann::json::object();
+    for (const auto& [step, t] : complete_at_) at[std::to_string(step)] = t;
     nlohmann::json complete = nlohmann::json::array();
     for (const auto& [step, rs] : saved_)
       if (static_cast<int>(rs.size()) >= ranks_) complete.push_back(step);
     return {{"role", "store"},       {"puts", puts_},   {"gets", gets_},          {"verified_bytes", verified_},
             {"served_bytes", served_}, {"bad", bad_},   {"cut_off", cut_off_},    {"complete_steps", complete},
-            {"errors", errors_}};
+            {"complete_at_s", at},     {"errors", errors_}};
   }
 
  private:
@@ -143,9 +168,11 @@ class Store {
     if (errors_.size() < 5) errors_.push_back(why);
   }
 
-  void put(int fd, const StoreHeader& h) {
+  // a checkpoint, or one stripe of it (a rank's checkpoint is saved once
+  // every byte of it arrived right)
+  void put(int fd, const StoreHeader& h, const Stripe& st) {
     bool ok = false;
-    if (!receive_checkpoint(fd, seed_, h.step, static_cast<int>(h.rank), h.bytes, ok)) {
+    if (!receive_checkpoint(fd, seed_, h.step, static_cast<int>(h.rank), st.length, ok, st.offset)) {
       // the rank died mid-save (a job failure): no checkpoint, and no error of the store's
       std::lock_guard lk(mu_);
       ++cut_off_;
@@ -154,10 +181,23 @@ class Store {
     {
       std::lock_guard lk(mu_);
       ++puts_;
-      if (ok) {
-        verified_ += h.bytes;
-        saved_[h.step].insert(static_cast<int>(h.rank));
-      } else {
+      auto& got = stripes_[{h.step, static_cast<int>(h.rank)}];
+      if (ok) got.emplace(st.offset, st.length);  // (a step done again after a failure is saved again)
+      uint64_t have = 0;
+      for (const auto& [o, l] : got) have += l;
+      if (ok) verified_ += st.length;
+      if (ok && have == h.bytes) {
+        auto& ranks = saved_[h.step];
+        ranks.insert(static_cast<int>(h.rank));
+        // the step is whole here: said at once (a hot spare's staleness is read while the job runs)
+        if (static_cast<int>(ranks.size()) == ranks_ && !complete_at_.count(h.step)) {
+          double t = mono_s();
+          complete_at_[h.step] = t;
+          std::lock_guard out(g_print);
+          std::cout << nlohmann::json{{"role", "store-progress"}, {"step", h.step}, {"complete_s", t}}.dump()
+                    << std::endl;
+        }
+      } else if (!ok) {
         ++bad_;
         if (errors_.size() < 5) errors_.push_back("rank " + std::to_string(h.rank) + "'s checkpoint of step " +
                                                   std::to_string(h.step) + " is not its pattern");
@@ -167,12 +207,19 @@ class Store {
     write_all(fd, ack, sizeof ack);
   }
 
+  // the latest checkpoint every rank saved whole, or (STEP ≥ 0 asked) that
+  // one if it is whole here (-1: none)
   void get(int fd, const StoreHeader& h) {
     int step;
     {
       std::lock_guard lk(mu_);
       ++gets_;
-      step = training::resume_step(saved_, ranks_) - 1;
+      if (h.step >= 0) {
+        auto it = saved_.find(h.step);
+        step = it != saved_.end() && static_cast<int>(it->second.size()) >= ranks_ ? h.step : -1;
+      } else {
+        step = training::resume_step(saved_, ranks_) - 1;
+      }
     }
     StoreHeader a{kStoreMagic, kGet, h.rank, step, step >= 0 ? h.bytes : 0};
     if (!write_all(fd, &a, sizeof a)) return bad("a restore's answer could not be sent");
@@ -186,6 +233,8 @@ class Store {
   uint64_t seed_;
   std::mutex mu_;
   std::map<int, std::set<int>> saved_;
+  std::map<int, double> complete_at_;
+  std::map<std::pair<int, int>, std::map<uint64_t, uint64_t>> stripes_;  // (step, rank) → offset → length, arrived right
   uint64_t puts_ = 0, gets_ = 0, verified_ = 0, served_ = 0, bad_ = 0, cut_off_ = 0;
   std::vector<std::string> errors_;
 };
@@ -214,27 +263,51 @@ int store_connect(const sockaddr_storage& dst, socklen_t len, double timeout_s, 
   return fd;
 }
 
-// Saves rank RANK's checkpoint after STEP: true once the store acked it whole and right.
+// Saves rank RANK's checkpoint after STEP: true once the store acked it
+// whole and right. FLOWS > 1: in as many stripes at once, a connection each
+// (so that it can spread over the NICs as a checkpoint workload's flows do).
 bool save(const sockaddr_storage& dst, socklen_t len, int rank, int step, uint64_t bytes, uint64_t seed,
-          double timeout_s, std::string& why) {
-  int fd = store_connect(dst, len, timeout_s, why);
-  if (fd < 0) return false;
-  StoreHeader h{kStoreMagic, kPut, static_cast<uint32_t>(rank), step, bytes};
-  bool ok = write_all(fd, &h, sizeof h) && send_checkpoint(fd, seed, step, rank, bytes);
-  uint32_t ack[2] = {0, kBad};
-  ok = ok && read_all(fd, ack, sizeof ack) && ack[0] == kStoreMagic;
-  ::close(fd);
-  if (!ok) why = "the checkpoint of step " + std::to_string(step) + " was not acked";
-  else if (ack[1] != kOk) why = "the store found the checkpoint of step " + std::to_string(step) + " wrong";
-  return ok && ack[1] == kOk;
+          double timeout_s, std::string& why, int flows = 1) {
+  auto one = [&](uint64_t offset, uint64_t length, bool striped, std::string& err) {
+    int fd = store_connect(dst, len, timeout_s, err);
+    if (fd < 0) return false;
+    StoreHeader h{kStoreMagic, striped ? kPutStripe : kPut, static_cast<uint32_t>(rank), step, bytes};
+    Stripe st{offset, length};
+    bool ok = write_all(fd, &h, sizeof h) && (!striped || write_all(fd, &st, sizeof st)) &&
+              send_checkpoint(fd, seed, step, rank, length, offset);
+    uint32_t ack[2] = {0, kBad};
+    ok = ok && read_all(fd, ack, sizeof ack) && ack[0] == kStoreMagic;
+    ::close(fd);
+    if (!ok) err = "the checkpoint of step " + std::to_string(step) + " was not acked";
+    else if (ack[1] != kOk) err = "the store found the checkpoint of step " + std::to_string(step) + " wrong";
+    return ok && ack[1] == kOk;
+  };
+  uint64_t n = std::clamp<uint64_t>(static_cast<uint64_t>(std::max(flows, 1)), 1, std::max<uint64_t>(bytes, 1));
+  if (n == 1) return one(0, bytes, false, why);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errs(n);
+  std::vector<char> oks(n, 0);
+  uint64_t per = bytes / n;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t off = i * per, length = i + 1 == n ? bytes - off : per;
+    threads.emplace_back([&, i, off, length] { oks[i] = one(off, length, true, errs[i]); });
+  }
+  for (auto& t : threads) t.join();
+  for (uint64_t i = 0; i < n; ++i)
+    if (!oks[i]) {
+      why = errs[i];
+      return false;
+    }
+  return true;
 }
 
 // The latest checkpoint every rank saved (STEP -1: none), read whole and checked.
+// (WANT ≥ 0: that checkpoint, if it is whole there)
 bool restore(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t bytes, uint64_t seed, double timeout_s,
-             int& step, bool& verified, std::string& why) {
+             int want, int& step, bool& verified, std::string& why) {
   int fd = store_connect(dst, len, timeout_s, why);
   if (fd < 0) return false;
-  StoreHeader h{kStoreMagic, kGet, static_cast<uint32_t>(rank), -1, bytes}, a{};
+  StoreHeader h{kStoreMagic, kGet, static_cast<uint32_t>(rank), want, bytes}, a{};
   bool ok = write_all(fd, &h, sizeof h) && read_all(fd, &a, sizeof a) && a.magic == kStoreMagic;
   step = ok ? a.step : -1;
   verified = ok;
@@ -247,7 +320,73 @@ bool restore(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t byte
   return ok;
 }
 
-void print(const training::Event& e) { std::cout << training::to_json_line(e).dump() << std::endl; }
+void print(const training::Event& e) {
+  std::lock_guard lk(g_print);
+  std::cout << training::to_json_line(e).dump() << std::endl;
+}
+
+// A rank's checkpoints on their way to the hot spare, behind the job: one
+// at a time, the newest waiting (one that a newer replaced before it left
+// is dropped: the spare wants the latest state, not every state)
+class SparePusher {
+ public:
+  SparePusher(const sockaddr_storage& dst, socklen_t len, int rank, int incarnation, uint64_t seed, double timeout,
+              int flows)
+      : dst_(dst), len_(len), rank_(rank), incarnation_(incarnation), seed_(seed), timeout_(timeout), flows_(flows),
+        worker_([this] { run(); }) {}
+  ~SparePusher() {
+    {
+      std::lock_guard lk(mu_);
+      closing_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  void push(int step, uint64_t bytes) {
+    {
+      std::lock_guard lk(mu_);
+      if (pending_) ++dropped_;
+      pending_ = {step, bytes};
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  // the pushes end with the rank: what is on its way is finished, what waits is pushed
+  void run() {
+    for (;;) {
+      std::pair<int, uint64_t> next;
+      {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [this] { return pending_ || closing_; });
+        if (!pending_) return;
+        next = *pending_;
+        pending_.reset();
+      }
+      training::Event e{"spare", rank_, incarnation_, next.first};
+      e.start_s = mono_s();
+      std::string err;
+      e.verified = save(dst_, len_, rank_, next.first, next.second, seed_, timeout_, err, flows_);
+      e.end_s = mono_s();
+      e.bytes = next.second;
+      e.error = err;
+      print(e);
+    }
+  }
+
+  sockaddr_storage dst_;
+  socklen_t len_;
+  int rank_, incarnation_;
+  uint64_t seed_;
+  double timeout_;
+  int flows_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<std::pair<int, uint64_t>> pending_;
+  bool closing_ = false;
+  int dropped_ = 0;
+  std::thread worker_;
+};
 
 }  // namespace
 
@@ -307,6 +446,13 @@ int training_main(const scenarios::traffic::TrainingArgs& a) {
   if (why.empty() && (every > 0 || resume) && (!at || store_port <= 0))
     why = "--store ADDR and --store-port Q are required with checkpoints";
   if (why.empty() && at && !make_addr(*at, store_port, store, slen)) why = "bad store address " + *at;
+  sockaddr_storage spare{}, from = store;
+  socklen_t sparelen = 0, fromlen = slen;
+  if (why.empty() && a.spare && (!at || every <= 0 || ckpt == 0))
+    why = "--spare needs checkpoints (--store, --checkpoint-every, --checkpoint)";
+  if (why.empty() && a.spare && !make_addr(*a.spare, a.spare_port, spare, sparelen)) why = "bad spare address " + *a.spare;
+  if (why.empty() && a.restore_from && !make_addr(*a.restore_from, a.restore_port, from, fromlen))
+    why = "bad --restore-from address " + *a.restore_from;
   if (!why.empty()) {
     std::cerr << "lanes-traffic training: " << why << "\n";
     return 2;
@@ -324,7 +470,7 @@ int training_main(const scenarios::traffic::TrainingArgs& a) {
     int step = -1;
     bool verified = false;
     std::string err;
-    bool ok = restore(store, slen, rank, ckpt, seed, timeout, step, verified, err);
+    bool ok = restore(from, fromlen, rank, ckpt, seed, timeout, a.restore_step, step, verified, err);
     r.end_s = mono_s();
     r.step = step;
     r.bytes = step >= 0 ? ckpt : 0;
@@ -349,6 +495,8 @@ int training_main(const scenarios::traffic::TrainingArgs& a) {
   ring.prepare();
   training::Event step{"step", rank, incarnation};
   bool saved_ok = true;
+  std::unique_ptr<SparePusher> pusher;
+  if (a.spare) pusher = std::make_unique<SparePusher>(spare, sparelen, rank, incarnation, seed, timeout, a.checkpoint_flows);
   ring.before_step = [&](int i) {
     step.step = first + i;
     step.start_s = mono_s();
@@ -363,12 +511,13 @@ int training_main(const scenarios::traffic::TrainingArgs& a) {
     training::Event sv{"save", rank, incarnation, s};
     sv.start_s = mono_s();
     std::string err;
-    sv.verified = save(store, slen, rank, s, ckpt, seed, timeout, err);
+    sv.verified = save(store, slen, rank, s, ckpt, seed, timeout, err, a.checkpoint_flows);
     sv.end_s = mono_s();
     sv.bytes = ckpt;
     sv.error = err;
     saved_ok = saved_ok && sv.verified;
     print(sv);
+    if (pusher && sv.verified) pusher->push(s, ckpt);
   };
   bool ok = ring.run(next, nlen, ls, timeout);
   ring.verify();

@@ -224,4 +224,107 @@ json figures(const std::vector<Event>& events, int ranks, int steps, double comp
   return f;
 }
 
+std::vector<Progress> read_progress(const std::string& path) {
+  std::vector<Progress> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    try {
+      auto j = json::parse(line);
+      if (j.value("role", "") != "store-progress") continue;
+      out.push_back({j.value("step", -1), j.value("complete_s", 0.0)});
+    } catch (const json::exception&) {
+    }
+  }
+  return out;
+}
+
+int held_at(double t, const std::vector<Progress>& held) {
+  int best = -1;
+  for (const auto& p : held)
+    if (p.complete_s <= t) best = std::max(best, p.step);
+  return best;
+}
+
+Staleness staleness_at(double t, const std::vector<Event>& events, const std::vector<Progress>& held, int ranks) {
+  Staleness s;
+  // the run going at T: the latest incarnation that started by then
+  int run = 0;
+  double job_start = std::numeric_limits<double>::max();
+  for (const auto& e : events) {
+    if (e.event == "start" && e.start_s <= t) run = std::max(run, e.incarnation);
+    if (e.event == "start") job_start = std::min(job_start, e.start_s);
+  }
+  std::map<int, std::pair<int, double>> done;  // step → ranks that ended it by T, the last end
+  std::map<int, double> ended;                 // step → when the job last ended it by T (any run)
+  for (const auto& e : events) {
+    if (e.event != "step" || e.end_s > t) continue;
+    if (e.incarnation == run) {
+      auto& d = done[e.step];
+      ++d.first;
+      d.second = std::max(d.second, e.end_s);
+    }
+  }
+  for (const auto& [step, d] : done)
+    if (d.first >= ranks) s.job_step = std::max(s.job_step, step);
+  for (const auto& e : events)
+    if (e.event == "step" && e.end_s <= t) ended[e.step] = std::max(ended[e.step], e.end_s);
+  s.held_step = held_at(t, held);
+  s.steps = std::max(0, s.job_step - s.held_step);
+  if (s.held_step >= 0 && ended.count(s.held_step)) s.seconds = std::max(0.0, t - ended[s.held_step]);
+  else s.seconds = job_start <= t ? t - job_start : 0.0;
+  return s;
+}
+
+json spare_figures(const std::vector<Event>& events, const std::vector<Progress>& spare,
+                   const std::vector<Progress>& storage, const std::vector<double>& failed_at_s, int ranks) {
+  json f;
+  int pushes = 0, failures = 0;
+  double push_s = 0;
+  for (const auto& e : events) {
+    if (e.event != "spare") continue;
+    if (e.verified) {
+      ++pushes;
+      push_s += e.end_s - e.start_s;
+    } else {
+      ++failures;
+    }
+  }
+  f["spare_pushes"] = pushes;
+  f["spare_push_failures"] = failures;
+  f["spare_push_mean_s"] = pushes ? push_s / pushes : 0.0;
+  // sampled at each step's end, every run's (by the last rank to end it)
+  std::map<std::pair<int, int>, double> step_end;
+  std::map<std::pair<int, int>, int> step_ranks;
+  for (const auto& e : events)
+    if (e.event == "step") {
+      auto k = std::make_pair(e.incarnation, e.step);
+      step_end[k] = std::max(step_end[k], e.end_s);
+      ++step_ranks[k];
+    }
+  double lag_steps = 0, lag_s = 0;
+  int lag_max = 0, samples = 0;
+  for (const auto& [k, t] : step_end) {
+    if (step_ranks[k] < ranks) continue;
+    auto st = staleness_at(t, events, spare, ranks);
+    lag_steps += st.steps;
+    lag_s += st.seconds;
+    lag_max = std::max(lag_max, st.steps);
+    ++samples;
+  }
+  f["spare_lag_steps_mean"] = samples ? lag_steps / samples : 0.0;
+  f["spare_lag_steps_max"] = lag_max;
+  f["spare_lag_s_mean"] = samples ? lag_s / samples : 0.0;
+  if (!failed_at_s.empty()) {
+    auto sp = staleness_at(failed_at_s.front(), events, spare, ranks);
+    auto so = staleness_at(failed_at_s.front(), events, storage, ranks);
+    f["spare_staleness_steps"] = sp.steps;
+    f["spare_staleness_s"] = sp.seconds;
+    f["spare_held_step"] = sp.held_step;
+    f["failed_at_step"] = sp.job_step;
+    f["storage_staleness_steps"] = so.steps;
+  }
+  return f;
+}
+
 }  // namespace lanes::scenarios::training

@@ -459,6 +459,22 @@ TEST_CASE("assertions compare measured figures with their bounds", "[unit]") {
   a = evaluate(assertion("completion-time", {{"workload", "restore"}, {"phase", "one"}, {"max", "10s"}}), r, "");
   CHECK_FALSE(a.passed);
   CHECK(a.measured == "nothing");
+  // any figure of a workload, within its bounds; one it lacks measured nothing
+  r.phases[1].workloads[0].figures["spare_staleness_steps"] = 2;
+  auto fig = [&](std::string key, std::string lo, std::string hi) {
+    std::map<std::string, std::string> at = {{"workload", "save"}, {"phase", "four"}, {"figure", key}};
+    if (!lo.empty()) at["min"] = lo;
+    if (!hi.empty()) at["max"] = hi;
+    return evaluate(assertion("figure", at), r, "");
+  };
+  CHECK(fig("spare_staleness_steps", "", "2").passed);
+  CHECK(fig("spare_staleness_steps", "", "2").expected == "spare_staleness_steps ≤ 2");
+  CHECK_FALSE(fig("spare_staleness_steps", "", "1").passed);
+  CHECK_FALSE(fig("spare_staleness_steps", "3", "").passed);
+  CHECK(fig("spare_staleness_steps", "1", "5").passed);
+  a = fig("no_such", "", "1");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "nothing");
 }
 
 TEST_CASE("a throughput ratio against a baseline that did not fill its line fails, with the cause", "[unit]") {
@@ -697,7 +713,7 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
   INFO(ok.err);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("qualify.xml: ok, 17 scenarios") != std::string::npos);
+  CHECK(ok.out.find("qualify.xml: ok, 18 scenarios") != std::string::npos);
   CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -186,3 +186,88 @@ TEST_CASE("a rank's event lines are read back, a line cut by its death skipped",
   CHECK(e[1].mid_s == Approx(5.1));
 }
 
+
+namespace {
+
+// two ranks; step s of run 0 ends at 10 + s (each rank), a step's checkpoint
+// saved 0.2 s after it and pushed to the spare from 0.3 s after it
+std::vector<Event> spare_timeline(int steps, double push_s) {
+  std::vector<Event> ev;
+  for (int r = 0; r < 2; ++r) {
+    Event start{"start", r, 0, 0};
+    start.start_s = 9.0;
+    ev.push_back(start);
+    for (int s = 0; s < steps; ++s) {
+      Event e{"step", r, 0, s};
+      e.start_s = 9.0 + s;
+      e.mid_s = e.start_s + 0.5;
+      e.end_s = 10.0 + s;
+      ev.push_back(e);
+      Event p{"spare", r, 0, s};
+      p.start_s = e.end_s + 0.3;
+      p.end_s = p.start_s + push_s;
+      p.verified = true;
+      ev.push_back(p);
+    }
+  }
+  return ev;
+}
+
+}  // namespace
+
+TEST_CASE("hot spare: how many steps and seconds its state is behind the job, on a fake timeline", "[unit]") {
+  auto ev = spare_timeline(6, 0.5);
+  // the spare holds a step once both ranks' pushes landed: 0.8 s after its end
+  std::vector<Progress> spare, storage;
+  for (int s = 0; s < 6; ++s) {
+    spare.push_back({s, 10.0 + s + 0.8});
+    storage.push_back({s, 10.0 + s + 0.2});
+  }
+  // at 13.5: the job ended step 3 (at 13.0); the spare holds step 2 (whole at 12.8), ended by the job at 12.0
+  auto st = staleness_at(13.5, ev, spare, 2);
+  CHECK(st.job_step == 3);
+  CHECK(st.held_step == 2);
+  CHECK(st.steps == 1);
+  CHECK(st.seconds == Approx(1.5));
+  // the storage server holds step 3 by then (13.2)
+  CHECK(staleness_at(13.5, ev, storage, 2).steps == 0);
+  // nothing held: behind by every step done, and as old as the job
+  auto none = staleness_at(11.5, ev, {}, 2);
+  CHECK(none.held_step == -1);
+  CHECK(none.steps == 2);  // steps 0 and 1 done
+  CHECK(none.seconds == Approx(2.5));
+  CHECK(held_at(12.79, spare) == 1);
+  CHECK(held_at(12.8, spare) == 2);
+  // a spare whose pushes take longer than a step falls further behind
+  auto f = spare_figures(ev, spare, storage, {13.5}, 2);
+  CHECK(f["spare_staleness_steps"].get<int>() == 1);
+  CHECK(f["storage_staleness_steps"].get<int>() == 0);
+  CHECK(f["spare_pushes"].get<int>() == 12);
+  CHECK(f["spare_push_mean_s"].get<double>() == Approx(0.5));
+  // sampled at each step's end (10, 11, ... 15): the spare holds the one before, or nothing at the first
+  CHECK(f["spare_lag_steps_mean"].get<double>() == Approx(1.0));
+  CHECK(f["spare_lag_steps_max"].get<int>() == 1);
+  std::vector<Progress> slow;
+  for (int s = 0; s < 6; s += 3) slow.push_back({s, 10.0 + s + 2.5});  // every third step, 2.5 s late
+  auto g = spare_figures(ev, slow, storage, {14.2}, 2);
+  CHECK(g["spare_held_step"].get<int>() == 0);
+  CHECK(g["failed_at_step"].get<int>() == 4);
+  CHECK(g["spare_staleness_steps"].get<int>() == 4);
+  CHECK(g["spare_staleness_s"].get<double>() == Approx(4.2));
+}
+
+TEST_CASE("hot spare: a store's progress lines are read back, other lines skipped", "[unit]") {
+  auto path = std::filesystem::temp_directory_path() / ("lanes-progress-" + std::to_string(::getpid()));
+  {
+    std::ofstream o(path);
+    o << R"({"role":"store-progress","step":1,"complete_s":12.5})" << "\n"
+      << "not json\n"
+      << R"({"role":"store","puts":4})" << "\n"
+      << R"({"role":"store-progress","step":3,"complete_s":14.)";  // cut by a kill
+  }
+  auto p = read_progress(path.string());
+  std::filesystem::remove(path);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0].step == 1);
+  CHECK(p[0].complete_s == 12.5);
+}

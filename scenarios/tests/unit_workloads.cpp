@@ -235,7 +235,7 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
   }
   CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "latency-ratio", "busbw-ratio", "nic-share",
                                        "connection-errors",
-                                       "bytes-verified", "blackout", "latency", "completion-time"});
+                                       "bytes-verified", "blackout", "latency", "completion-time", "figure"});
 }
 
 TEST_CASE("lanes-traffic results: written and read back through one struct, anything else is no result", "[unit]") {

@@ -34,9 +34,10 @@ const std::vector<const ResultAssertion*>& result_assertions() {
   static const Blackout blackout;
   static const Latency latency;
   static const CompletionTime time;
+  static const FigureBound figure;
   static const std::vector<const ResultAssertion*> all = {&throughput, &completion, &latency_ratio, &busbw_ratio,
                                                           &share,      &errors,     &verified,      &blackout,
-                                                          &latency,    &time};
+                                                          &latency,    &time,       &figure};
   return all;
 }
 

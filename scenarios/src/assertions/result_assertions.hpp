@@ -36,6 +36,7 @@ LANES_RESULT_ASSERTION(BytesVerified)     // every byte of the workloads' stream
 LANES_RESULT_ASSERTION(Blackout)          // a probe's longest gap within min=/max=
 LANES_RESULT_ASSERTION(Latency)           // a fetch workload's p99 ≤ p99-max=
 LANES_RESULT_ASSERTION(CompletionTime)    // a workload ended within max=
+LANES_RESULT_ASSERTION(FigureBound)       // a workload's figure= within min=/max=
 
 #undef LANES_RESULT_ASSERTION
 

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 #include <signal.h>
+#include <time.h>
 
 #include <algorithm>
 
@@ -20,8 +21,10 @@ const Attrs& Training::attrs() const {
                           {"compute", Kind::duration, true},
                           {"checkpoint-every", Kind::integer},
                           {"checkpoint", Kind::size},
+                          {"checkpoint-flows", Kind::count},
                           {"server", Kind::server},
                           {"channels", Kind::count},
+                          {"spare", Kind::host},
                           {"wait", Kind::boolean},
                           {"timeout", Kind::duration},
                           kFamilyAttr};
@@ -36,11 +39,25 @@ std::string Training::check(const Step& st, const testbed::Topology& topo) const
   if (st.integer("checkpoint-every", 0) > 0 && (!st.has("server") || !st.has("checkpoint")))
     return "checkpoints (checkpoint-every=) need server= (the storage server) and checkpoint= (the size of each rank's)";
   if (st.integer("steps") > 30000) return "steps= must be at most 30000";
+  if (st.integer("checkpoint-flows", 1) > 64) return "checkpoint-flows= must be at most 64";
+  if (st.has("spare")) {
+    auto hosts = job_hosts(st, topo);
+    if (std::find(hosts.begin(), hosts.end(), st.str("spare")) != hosts.end())
+      return fmt::format("spare={} is one of the job's hosts: a hot spare stands by beside them (give hosts= without it)",
+                         st.str("spare"));
+    if (st.integer("checkpoint-every", 0) <= 0)
+      return "a hot spare (spare=) keeps the job's checkpoints: it needs checkpoint-every=, checkpoint= and server=";
+    hosts.push_back(st.str("spare"));
+    if (auto why = job_family_problem(st, topo, hosts); !why.empty()) return why;
+  }
   return "";
 }
 
+// the job's hosts and its spare's: the spare's NICs carry the checkpoints it keeps
 std::vector<std::string> Training::sampled_hosts(const Step& st, const testbed::Topology& topo) const {
-  return job_hosts(st, topo);
+  auto hosts = job_hosts(st, topo);
+  if (st.has("spare")) hosts.push_back(st.str("spare"));
+  return hosts;
 }
 
 namespace {
@@ -48,8 +65,33 @@ namespace {
 milliseconds st_timeout(const Step& st) { return st.duration("timeout", milliseconds(600'000)); }
 int64_t timeout_s(const Step& st) { return std::max<int64_t>(1, st_timeout(st).count() / 1000); }
 
+double mono_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+// the hot spare's address in the job's family, and whether it still stands by (not yet in the job)
+std::string spare_addr(const WorkloadRun& w, StepContext& ctx, bool v6) {
+  const auto& topo = ctx.topo();
+  const auto& node = topo.nodes.at(static_cast<size_t>(topo.find_node(w.step.str("spare"))));
+  return v6 ? node.job->task_ip6.to_string() : node.job->task_ip4.to_string();
+}
+bool spare_stands_by(const WorkloadRun& w) {
+  return w.step.has("spare") && std::find(w.hosts.begin(), w.hosts.end(), w.step.str("spare")) == w.hosts.end();
+}
+
+// How the ranks resume: from the latest checkpoint the storage server holds
+// whole, or (a takeover by the hot spare) from STEP (-1: nothing, they
+// start over), the spare's rank reading it from its own store
+struct Resume {
+  bool resume = false;
+  int step = -1;
+  bool from_spare = false;
+};
+
 // Starts the job's ranks (held, then all at once): incarnation W.incarnations - 1.
-void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
+void start_ranks(WorkloadRun& w, StepContext& ctx, const Resume& how) {
   const Step& st = w.step;
   const auto& topo = ctx.topo();
   int n = static_cast<int>(w.hosts.size()), inc = w.incarnations - 1;
@@ -79,8 +121,21 @@ void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
       a.store_port = w.port + 1;
       a.checkpoint_every = st.integer("checkpoint-every", 0);
       a.checkpoint = st.has("checkpoint") ? st.bytes("checkpoint") : 0;
+      a.checkpoint_flows = st.integer("checkpoint-flows", 1);
     }
-    a.resume = resume;
+    a.resume = how.resume;
+    if (how.from_spare) {
+      a.resume = how.step >= 0;  // a spare that held nothing: the job starts over
+      a.restore_step = how.step;
+      if (host == st.str("spare")) {  // its own copy, in its own container
+        a.restore_from = spare_addr(w, ctx, v6);
+        a.restore_port = w.port + 2;
+      }
+    }
+    if (spare_stands_by(w)) {
+      a.spare = spare_addr(w, ctx, v6);
+      a.spare_port = w.port + 2;
+    }
     w.clients.push_back(ctx.start_traffic("training " + host, ctx.job_ns(host), a,
                                           fmt::format("{}.rank-{}.{}.jsonl", base, r, inc), true));
   }
@@ -96,7 +151,7 @@ void start_ranks(WorkloadRun& w, StepContext& ctx, bool resume) {
 void Training::start(WorkloadRun& w, StepContext& ctx) const {
   const Step& st = w.step;
   w.hosts = job_hosts(st, ctx.topo());
-  w.port = ctx.take_ports(2);  // the ring's, and the store's
+  w.port = ctx.take_ports(st.has("spare") ? 3 : 2);  // the ring's, the store's, the spare's store
   if (st.has("server")) {
     std::string server = st.str("server");
     traffic::StoreArgs store;
@@ -107,8 +162,18 @@ void Training::start(WorkloadRun& w, StepContext& ctx) const {
         ctx.start_traffic("store " + server, ctx.node_ns(server), store, ctx.out_base(st.str("name")) + ".store.json"));
     ctx.wait_listening(ctx.node_ns(server), w.port + 1, false, server);
   }
+  if (st.has("spare")) {  // the hot spare: a store of the job's checkpoints in its container
+    std::string spare = st.str("spare");
+    traffic::StoreArgs store;
+    store.port = w.port + 2;
+    store.ranks = static_cast<int>(w.hosts.size());
+    store.seed = ctx.seed();
+    w.servers.push_back(
+        ctx.start_traffic("spare " + spare, ctx.job_ns(spare), store, ctx.out_base(st.str("name")) + ".spare.json"));
+    ctx.wait_listening(ctx.job_ns(spare), w.port + 2, false, spare + "'s job");
+  }
   w.start_s = ctx.now_s();
-  start_ranks(w, ctx, false);
+  start_ranks(w, ctx, {});
 }
 
 std::string Training::fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f) const {
@@ -130,8 +195,16 @@ std::string Training::fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f
     if (!ctx.eventually(done, st_timeout(w.step), milliseconds(20)))
       throw StepError(fmt::format("job-fail: the job did not reach step {} in time", f.after_step));
   }
+  std::string failed_host = f.host.empty() ? w.hosts.back() : f.host;
+  if (f.onto_spare) {
+    if (!w.step.has("spare")) return "onto-spare=\"true\" needs the job's spare= (a hot spare)";
+    if (!spare_stands_by(w)) return "its hot spare has taken a failed host's place already";
+    if (std::find(w.hosts.begin(), w.hosts.end(), failed_host) == w.hosts.end())
+      return fmt::format("host={} is not one of the job's hosts", failed_host);
+  }
   // every rank at once, as a job dies when one of its GPUs or hosts does:
   // nothing is flushed or closed cleanly
+  w.failed_at_s.push_back(mono_now());
   ctx.mark(f.mark, "fault");
   for (auto& c : w.clients)
     if (c.d.running()) ::kill(c.d.pid(), SIGKILL);
@@ -144,9 +217,18 @@ std::string Training::fail(WorkloadRun& w, StepContext& ctx, const JobFailure& f
                       w.hosts.size(), w.step.str("name"),
                       f.after_step >= 0 ? fmt::format(" after step {}", f.after_step) : "",
                       f.restart_after.count() / 1000.0));
+  Resume how{true};
+  if (f.onto_spare) {
+    // what the spare held whole when the failure struck: the job goes on from there, on it
+    int held = training::held_at(w.failed_at_s.back(), training::read_progress(w.servers.at(1).out));
+    std::replace(w.hosts.begin(), w.hosts.end(), failed_host, w.step.str("spare"));
+    how = {true, held, true};
+    ctx.say(fmt::format("job-fail: {} takes {}'s place from the checkpoint it holds ({})", w.step.str("spare"),
+                        failed_host, held >= 0 ? fmt::format("step {}", held) : "none: the job starts over"));
+  }
   if (!ctx.sleep(f.restart_after)) throw StepError("interrupted");
   ++w.incarnations;
-  start_ranks(w, ctx, true);
+  start_ranks(w, ctx, how);
   return "";
 }
 
@@ -187,6 +269,25 @@ json Training::figures(const WorkloadRun& w, double, StepContext&) const {
       }
     }
   }
+  if (st.has("spare") && w.servers.size() > 1) {
+    auto spare = training::spare_figures(events, training::read_progress(w.servers[1].out),
+                                         training::read_progress(w.servers[0].out), w.failed_at_s, n);
+    for (auto it = spare.begin(); it != spare.end(); ++it) f[it.key()] = it.value();
+    f["spare"] = st.str("spare");
+    errors += f.value("spare_push_failures", 0);
+    if (auto held = traffic::last_object_line(w.servers[1].out); held && held->value("role", "") == "store") {
+      int bad = held->value("bad", 0);
+      errors += bad;
+      if (bad > 0) {
+        f["bytes_verified"] = false;
+        f["verify_note"] = held->value("errors", json::array());
+      }
+      f["verified_bytes"] = f.value("verified_bytes", uint64_t{0}) + held->value("verified_bytes", uint64_t{0});
+    } else {
+      f["bytes_verified"] = false;
+      f["verify_note"] = "the spare's store printed no result";
+    }
+  }
   if (!f.value("completed", false) && errors == 0) ++errors;  // it ended short, and nothing above says why
   f["connection_errors"] = errors;
   return f;
@@ -201,10 +302,17 @@ std::string Training::summary(const json& f) const {
   std::string saves = f.value("saves", 0) > 0
                           ? fmt::format(" · {} checkpoints (mean {:.2f} s)", f.value("saves", 0), f.value("save_mean_s", 0.0))
                           : "";
-  return fmt::format("JCT {:.2f} s · {} of {} steps · step p50 {:.3f} s · GPUs idle {:.0f}%{}{} · {} steps lost · "
+  std::string spare = !f.contains("spare") ? ""
+                      : f.contains("spare_staleness_steps")
+                          ? fmt::format(" · the spare {} step(s), {:.2f} s behind at the failure (storage {})",
+                                        f.value("spare_staleness_steps", 0), f.value("spare_staleness_s", 0.0),
+                                        f.value("storage_staleness_steps", 0))
+                          : fmt::format(" · the spare {:.1f} step(s), {:.2f} s behind on average",
+                                        f.value("spare_lag_steps_mean", 0.0), f.value("spare_lag_s_mean", 0.0));
+  return fmt::format("JCT {:.2f} s · {} of {} steps · step p50 {:.3f} s · GPUs idle {:.0f}%{}{}{} · {} steps lost · "
                      "{} errors · {}",
                      f.value("jct_s", 0.0), f.value("steps_done", 0), f.value("steps", 0), f.value("step_p50_s", 0.0),
-                     100 * f.value("wait_fraction", 0.0), saves, failures, f.value("steps_lost", 0),
+                     100 * f.value("wait_fraction", 0.0), saves, failures, spare, f.value("steps_lost", 0),
                      f.value("connection_errors", 0), verified_words(f));
 }
 
@@ -216,7 +324,10 @@ std::vector<reports::FigureDecl> Training::declared_figures() const {
                            {"wait_fraction", ""},
                            {"save_mean_s", "s"},
                            {"steps_lost", ""},
-                           {"recovery_s", "s", C::median_run, false}});
+                           {"recovery_s", "s", C::median_run, false},
+                           {"spare_staleness_steps", ""},
+                           {"spare_staleness_s", "s"},
+                           {"spare_lag_steps_mean", ""}});
 }
 
 std::string Training::matrix_steps() const {

@@ -45,6 +45,10 @@ struct JobFailure {
   int after_step = -1;
   std::chrono::milliseconds restart_after{1000};
   std::string mark = "job-fail";
+  // the job resumes on its hot spare in place of HOST (a training job's
+  // spare=), from the state the spare holds
+  bool onto_spare = false;
+  std::string host;
 };
 
 class StepContext {

@@ -184,10 +184,18 @@ struct TrainingArgs : CommonArgs {
   int channels = 8;
   int checkpoint_every = 0;
   uint64_t checkpoint = 0;  // bytes per rank
+  int checkpoint_flows = 1;  // connections a checkpoint is striped over
   std::optional<std::string> store;
   int store_port = 0;
   int incarnation = 0;
   bool resume = false;
+  // a hot spare's store: every checkpoint saved is pushed there too, behind the job
+  std::optional<std::string> spare;
+  int spare_port = 0;
+  // --resume from this store (a hot spare's) instead of --store, and this step (-1: the latest whole one)
+  std::optional<std::string> restore_from;
+  int restore_port = 0;
+  int restore_step = -1;
   uint64_t seed = 1;
   double timeout = 600;
   bool wait_go = false;
@@ -197,12 +205,18 @@ struct TrainingArgs : CommonArgs {
     v("--to", to);
     v("--port", port);
     v("--next-port", next_port);
+    v("--spare", spare);
+    v("--spare-port", spare_port);
+    v("--restore-from", restore_from);
+    v("--restore-port", restore_port);
+    v("--restore-step", restore_step);
     v("--gradient", gradient);
     v("--steps", steps);
     v("--compute-ms", compute_ms);
     v("--channels", channels);
     v("--checkpoint-every", checkpoint_every);
     v("--checkpoint", checkpoint);
+    v("--checkpoint-flows", checkpoint_flows);
     v("--store", store);
     v("--store-port", store_port);
     v("--incarnation", incarnation);

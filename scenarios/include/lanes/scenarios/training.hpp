@@ -36,6 +36,7 @@ uint32_t checkpoint_flow(int step, int rank);
 //   step:    step STEP: compute from START_S to MID_S, the all-reduce until END_S
 //   save:    its checkpoint after STEP, from START_S until the store's ack at END_S
 //   end:     every step done; the last all-reduce's output VERIFIED
+//   spare:   its checkpoint of STEP pushed to the hot spare from START_S until the spare's ack at END_S
 struct Event {
   std::string event;
   int rank = 0, incarnation = 0, step = -1;
@@ -66,5 +67,37 @@ std::vector<Event> read_events(const std::string& path);
 //   verify_note           when not verified: which rank's transfer failed and why
 //   timeline              per step of each incarnation: start, compute end, all-reduce end, save end
 nlohmann::json figures(const std::vector<Event>& events, int ranks, int steps, double compute_s);
+
+// A store's record as it happened: each step the moment every rank had saved it whole there.
+struct Progress {
+  int step = -1;
+  double complete_s = 0;
+};
+std::vector<Progress> read_progress(const std::string& path);
+
+// How far a store's state (HELD: a hot spare's, or the storage server's) is
+// behind the job at time T: the job's latest step every rank of the run
+// going at T ended by T, the latest step whole in the store by T, the steps
+// between (a store that holds nothing is behind by every step done, plus
+// one), and the age of what it holds: T minus when the job ended that step
+// (T minus the job's start when it holds nothing).
+struct Staleness {
+  int job_step = -1, held_step = -1, steps = 0;
+  double seconds = 0;
+};
+Staleness staleness_at(double t, const std::vector<Event>& events, const std::vector<Progress>& held, int ranks);
+// The latest step whole in HELD by T (-1: none).
+int held_at(double t, const std::vector<Progress>& held);
+
+// The hot spare's figures: its pushes (acked, failed, mean time), its
+// staleness at each step's end of the job (mean and max, steps and
+// seconds), and at each failure (FAILED_AT_S) against the storage
+// server's (STORAGE).
+//   spare_pushes, spare_push_failures, spare_push_mean_s
+//   spare_lag_steps_mean, spare_lag_steps_max, spare_lag_s_mean
+//   spare_staleness_steps, spare_staleness_s     at the first failure
+//   storage_staleness_steps                      the storage server's then
+nlohmann::json spare_figures(const std::vector<Event>& events, const std::vector<Progress>& spare,
+                             const std::vector<Progress>& storage, const std::vector<double>& failed_at_s, int ranks);
 
 }  // namespace lanes::scenarios::training

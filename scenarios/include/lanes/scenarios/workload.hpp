@@ -30,6 +30,7 @@ struct WorkloadRun {
   std::vector<Proc> clients;
   std::vector<Proc> failed;  // clients a job failure killed (fault job-fail); their output stays
   int incarnations = 1;      // the job's starts: 1 + its failures
+  std::vector<double> failed_at_s;  // when each failure struck (the monotonic clock)
   bool finished = false;
 };
 
