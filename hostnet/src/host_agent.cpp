@@ -266,7 +266,7 @@ void HostAgent::heal(Nic& s, const char* why) {
     restore_container_route(s);
     s.eth_flushed = false;
   }
-  if (cfg_.mode != "single") {
+  if (cfg_.mode != "single" && cfg_.mode != "bind") {  // (the modes without an egress group)
     // the kernel dropped the container's next hops with the link; restore
     // them, on-link: the link came up a moment ago, and until the kernel's
     // link watch runs its IPv6 routes say it is down (an IPv6 next hop

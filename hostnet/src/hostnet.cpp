@@ -164,7 +164,8 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     }
     Route def{IpNet::default_route(fam), NhId{}};
     def.prefsrc = v6 ? IpAddr(h.job->task_ip6) : IpAddr(h.job->task_ip4);
-    if (mode == EgressMode::single) {
+    if (mode == EgressMode::single || mode == EgressMode::bind) {
+      // bind: what the application does not bind to a NIC's address leaves by NIC 0
       def.to = std::vector<Via>{{host_side(h.nics[0]), cidx(h.nics[0]), 1}};
     } else {
       // one next hop per NIC link in a resilient group: a link that goes

@@ -8,7 +8,9 @@
 //       accepts flows until N have finished (or SIGTERM); prints one JSON
 //       object: per flow the bytes verified and whether it was complete.
 //   lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S]
-//                      [--bind ADDR] [--interval-ms 100] [--wait-go]
+//                      [--bind ADDR[,ADDR...]] [--interval-ms 100] [--wait-go]
+//       (--to A,B,...: flow i to the (i mod n)-th; --bind likewise: an
+//       application that binds each flow to a NIC's address in turn)
 //       sends F flows of N bytes each (or, with --total T, F flows that share
 //       T bytes chunk by chunk); prints per flow bytes, seconds,
 //       retransmits and errors, and the bytes per interval. --wait-go: as fetch.
@@ -169,14 +171,39 @@ int recv_main(const traffic::RecvArgs& a) {
   return all ? 0 : 1;
 }
 
-// send: F flows to one receiver, each level-triggered on the one event loop
+// "a,b,c" as its items
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (from <= s.size()) {
+    size_t comma = s.find(',', from);
+    std::string item = s.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (!item.empty()) out.push_back(item);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return out;
+}
+
+// send: F flows to one receiver (or to each of a list in turn), each
+// level-triggered on the one event loop
 class Sender {
  public:
   explicit Sender(const traffic::SendArgs& a) : a_(a), budget_(a.total.value_or(0)) {}
 
   // 0 when every flow sent what it was to; 1 after any error; 2: bad input
+  // (--to and --bind may be lists: flow i goes to the (i mod n)-th and from
+  // the (i mod m)-th, as an application that binds its flows to NICs does)
   int run() {
-    if (!target_of(a_.to, a_.port, a_.kMode, dst_, dlen_)) return 2;
+    for (const auto& to : split_list(a_.to)) {
+      dsts_.emplace_back();
+      if (!target_of(to, a_.port, a_.kMode, dsts_.back().first, dsts_.back().second)) return 2;
+    }
+    if (dsts_.empty()) {
+      (void)target_of(a_.to, a_.port, a_.kMode, dst_, dlen_);  // says why
+      return 2;
+    }
+    if (a_.bind) binds_ = split_list(*a_.bind);
     if (a_.flows < 1 || a_.interval_ms < 1 || a_.chunk < 1) {
       std::cerr << "lanes-traffic send: --flows, --interval-ms and --chunk must be positive\n";
       return 2;
@@ -221,7 +248,10 @@ class Sender {
       Flow& f = flows_[i];
       f.id = static_cast<uint32_t>(i);
       f.allowed = striped() ? 0 : a_.bytes;
-      f.fd = open_to(dst_, dlen_, SOCK_STREAM, a_.bind, f.error);
+      const auto& [dst, dlen] = dsts_[i % dsts_.size()];
+      std::optional<std::string> bind;
+      if (!binds_.empty()) bind = binds_[i % binds_.size()];
+      f.fd = open_to(dst, dlen, SOCK_STREAM, bind, f.error);
       if (f.fd < 0) {
         f.done = f.eof = true;
         --open_;
@@ -368,6 +398,8 @@ class Sender {
 
   const traffic::SendArgs& a_;
   sockaddr_storage dst_{};
+  std::vector<std::pair<sockaddr_storage, socklen_t>> dsts_;  // --to's addresses
+  std::vector<std::string> binds_;  // --bind's
   socklen_t dlen_ = 0;
   uint64_t budget_;  // striped: the bytes no flow has taken yet
   EventLoop loop_;
@@ -874,7 +906,7 @@ int main(int argc, char** argv) {
   if (mode == "store") return run_mode(words, store_main);
   if (mode == "trace") return run_mode(words, trace_main);
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
-               "       lanes-traffic send --to ADDR --port P --flows F --bytes N [--seed S] [--bind ADDR] [--wait-go] "
+               "       lanes-traffic send --to ADDR[,ADDR...] --port P --flows F --bytes N [--seed S] [--bind ADDR[,ADDR...]] [--wait-go] "
                "[--interval-ms MS]\n"
                "       lanes-traffic serve --port P [--seed S]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "

@@ -20,12 +20,13 @@ const char* to_string(EgressMode m) {
     case EgressMode::ecmp: return "ecmp";
     case EgressMode::bpf: return "bpf";
     case EgressMode::bpf_numa: return "bpf-numa";
+    case EgressMode::bind: return "bind";
   }
   return "?";
 }
 
 std::optional<EgressMode> parse_egress_mode(const std::string& s) {
-  for (auto m : {EgressMode::single, EgressMode::ecmp, EgressMode::bpf, EgressMode::bpf_numa})
+  for (auto m : {EgressMode::single, EgressMode::ecmp, EgressMode::bpf, EgressMode::bpf_numa, EgressMode::bind})
     if (s == to_string(m)) return m;
   return std::nullopt;
 }
