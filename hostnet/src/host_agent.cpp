@@ -7,6 +7,7 @@
 #include <ctime>
 #include <fstream>
 
+#include "lanes/hostnet/hostnet.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/rejoin.hpp"
@@ -266,7 +267,8 @@ void HostAgent::heal(Nic& s, const char* why) {
     restore_container_route(s);
     s.eth_flushed = false;
   }
-  if (cfg_.mode != "single" && cfg_.mode != "bind") {  // (the modes without an egress group)
+  if (cfg_.mode == "active-backup") restore_backup_route(s);
+  if (cfg_.mode != "single" && cfg_.mode != "bind" && cfg_.mode != "active-backup") {  // (the modes without an egress group)
     // the kernel dropped the container's next hops with the link; restore
     // them, on-link: the link came up a moment ago, and until the kernel's
     // link watch runs its IPv6 routes say it is down (an IPv6 next hop
@@ -281,6 +283,21 @@ void HostAgent::heal(Nic& s, const char* why) {
     report_balance();
   }
   lg::info("{}: {} {}", cfg_.host, s.ifname, why);
+}
+
+// active-backup: the container's default route by NIC k (its metric says
+// its turn), which the container side going down took with it.
+void HostAgent::restore_backup_route(const Nic& s) {
+  for (bool v6 : {false, true}) {
+    auto src = parse_ip(v6 ? cfg_.task6 : cfg_.task4);
+    auto via = parse_ip(v6 ? s.host_side6 : s.host_side4);
+    if (!src || !via) continue;  // the job has no such family
+    Route r{IpNet::default_route(v6 ? AF_INET6 : AF_INET), std::vector<Via>{{*via, s.eth_idx, 1}}};
+    r.prefsrc = *src;
+    r.metric = active_backup_metric(s.index);
+    r.replace = true;
+    if (auto st = cnl_.add_route(r); !st) lg::warn("{}", st.error().what());
+  }
 }
 
 // The container's route for the job's NIC-k address (table k: out of its

@@ -37,6 +37,8 @@ constexpr uint32_t kHeldMetric = 4000000000u;  // below every real route in a NI
 
 }  // namespace
 
+uint32_t active_backup_metric(int nic) { return 100 + static_cast<uint32_t>(nic); }
+
 std::string job_netns(const std::string& run_id, const std::string& host) {
   return RunRegistry::netns_name(run_id, host + ".job");
 }
@@ -164,6 +166,18 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     }
     Route def{IpNet::default_route(fam), NhId{}};
     def.prefsrc = v6 ? IpAddr(h.job->task_ip6) : IpAddr(h.job->task_ip4);
+    if (mode == EgressMode::active_backup) {
+      // one route per NIC, NIC 0's first: the kernel ignores a route whose
+      // link lost carrier (ignore_routes_with_linkdown), so everything
+      // leaves by the first NIC that has it and the others wait
+      for (const auto& nic : h.nics) {
+        Route r{IpNet::default_route(fam), std::vector<Via>{{host_side(nic), cidx(nic), 1}}};
+        r.prefsrc = def.prefsrc;
+        r.metric = active_backup_metric(nic.index);
+        p.add(cns, change::AddRoute{r});
+      }
+      continue;
+    }
     if (mode == EgressMode::single || mode == EgressMode::bind) {
       // bind: what the application does not bind to a NIC's address leaves by NIC 0
       def.to = std::vector<Via>{{host_side(h.nics[0]), cidx(h.nics[0]), 1}};

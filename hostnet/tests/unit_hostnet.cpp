@@ -237,6 +237,42 @@ TEST_CASE("host plan: single egress leaves through NIC 0, netkit links need no n
   CHECK(nk.all<change::Group>().size() == 2);
 }
 
+TEST_CASE("host plan: bind leaves unbound traffic by NIC 0, active-backup has a default by each NIC in turn",
+          "[unit]") {
+  HostPlanRig r;
+  auto bind = r.plan(EgressMode::bind, false);
+  CHECK(bind.all<change::Group>().empty());
+  CHECK(bind.all<change::AddRule>().size() == r.h.nics.size() * 4);  // the NICs' addresses keep their tables
+  int bind_defaults = 0;
+  for (const auto& [where, x] : bind.all<change::AddRoute>())
+    if (where == r.jns && x.route.dst.is_default() && x.route.table == 254) {
+      ++bind_defaults;
+      CHECK(std::get<std::vector<Via>>(x.route.to).at(0).ifindex == 200 + 100);
+    }
+  CHECK(bind_defaults == 2);
+  auto ab = r.plan(EgressMode::active_backup, false);
+  CHECK(ab.all<change::Group>().empty());
+  CHECK(ab.all<change::Nexthop>().empty());
+  std::map<int, std::map<uint32_t, int>> by_family;  // family → metric → container link
+  for (const auto& [where, x] : ab.all<change::AddRoute>())
+    if (where == r.jns && x.route.dst.is_default() && x.route.table == 254) {
+      const auto& via = std::get<std::vector<Via>>(x.route.to);
+      REQUIRE(via.size() == 1);
+      REQUIRE(x.route.prefsrc);
+      by_family[x.route.family()][x.route.metric] = via[0].ifindex;
+    }
+  REQUIRE(by_family.size() == 2);
+  for (const auto& [fam, metrics] : by_family) {
+    REQUIRE(metrics.size() == r.h.nics.size());
+    int k = 0;
+    for (const auto& [metric, ifindex] : metrics) {  // in metric order: NIC 0, 1, 2, 3
+      CHECK(metric == lanes::hostnet::active_backup_metric(k));
+      CHECK(ifindex == 200 + 100 + k);
+      ++k;
+    }
+  }
+}
+
 TEST_CASE("host plan of an IPv6-only job: no IPv4 task IP, NIC address, route or group in the container", "[unit]") {
   auto t = load_topology_text(R"(<topology><rack name="r"><host name="h" nics="2"><job family="ipv6" egress="ecmp"/></host>
     </rack></topology>)", "v6.xml");

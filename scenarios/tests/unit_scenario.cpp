@@ -114,7 +114,7 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   <bogus/>
 </scenario>)");
   std::string f = kFile + ":";
-  CHECK(has(p, f + "2: egress=\"fast\": expected one of single|ecmp|bpf|bpf-numa|bind"));
+  CHECK(has(p, f + "2: egress=\"fast\": expected one of single|ecmp|bpf|bpf-numa|bind|active-backup"));
   CHECK(has(p, f + "4: timeout=\"soon\": expected a duration"));
   CHECK(has(p, f + "5: <workload> has no attribute 'colour'"));
   CHECK(has(p, f + "5: host=\"h9\": topology 'laptop' has no node of that name"));
@@ -713,7 +713,7 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
   INFO(ok.err);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("qualify.xml: ok, 18 scenarios") != std::string::npos);
+  CHECK(ok.out.find("qualify.xml: ok, 19 scenarios") != std::string::npos);
   CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

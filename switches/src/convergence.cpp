@@ -65,10 +65,12 @@ Convergence check_convergence(const Topology& topo, const std::function<Netlink&
       ++c.task_ips;
       auto it = v.members.find(prefix);
       size_t have = it == v.members.end() ? 0 : it->second;
-      if (have == n.nics.size()) {
+      // active-backup: one NIC announced at a time, the others waiting
+      size_t want = n.job->egress == EgressMode::active_backup ? 1 : n.nics.size();
+      if (have == want) {
         ++c.task_ips_full;
       } else {
-        missing(fmt::format("{}'s task IP {} has {} of {} next hops at {}", n.name, prefix, have, n.nics.size(),
+        missing(fmt::format("{}'s task IP {} has {} of {} next hops at {}", n.name, prefix, have, want,
                             topo.nodes[static_cast<size_t>(sw)].name));
       }
     }

@@ -491,7 +491,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
     if (auto a = j.attribute("egress")) {
       auto m = parse_egress_mode(a.value());
       if (!m)
-        problem(j, "<job> egress=\"{}\": expected single, ecmp, bpf, bpf-numa or bind", a.value());
+        problem(j, "<job> egress=\"{}\": expected single, ecmp, bpf, bpf-numa, bind or active-backup", a.value());
       else
         job_template.egress = *m;
     }
@@ -544,6 +544,10 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
       problem(j, "<job> injector=\"bird\" with vip=\"add-path\": lanes renders BIRD with one session per NIC "
                  "only (ADD-PATH would need a route per NIC in BIRD's table, each from a protocol of its own); "
                  "use vip=\"per-nic\", or injector=\"exabgp\" for ADD-PATH");
+    if (job_template.egress == EgressMode::active_backup && job_template.injector != InjectorKind::lanes)
+      problem(j, "<job> egress=\"active-backup\" with injector=\"{}\": only lanes' own injector announces the task "
+                 "IP through one NIC at a time (the others announce every NIC: ingress would not wait for a failure)",
+              to_string(job_template.injector));
     if (j.attribute("task-ip4") && !job_template.has4())
       problem(j, "<job> task-ip4 on a job with family=\"ipv6\": an IPv6-only job has no IPv4 task IP");
     if (j.attribute("task-ip6") && !job_template.has6())

@@ -27,6 +27,7 @@ SpeakerConfig injector_config(const Topology& t, int host) {
   c.host = h.name;
   c.injector = to_string(h.job->injector);
   c.add_path = h.job->vip == VipMode::add_path;
+  c.active_backup = h.job->egress == testbed::EgressMode::active_backup;
   // the job's families only; an IPv6-only job's sessions run over IPv6
   c.task4 = h.job->has4() ? h.job->task_ip4.to_string() : "";
   c.task6 = h.job->has6() ? h.job->task_ip6.to_string() : "";

@@ -55,6 +55,7 @@ SpeakerConfig SpeakerConfig::from_json(const nlohmann::json& j) {
   c.task4 = j.value("task4", "");
   c.task6 = j.value("task6", "");
   c.add_path = j.value("mode", "per-nic") == "add-path";
+  c.active_backup = j.value("active_backup", false);
   c.local_as = j.value("local_as", 0u);
   c.peer_as = j.value("peer_as", 0u);
   c.hold_time = j.value("hold_time", uint16_t{9});
@@ -76,7 +77,7 @@ nlohmann::json SpeakerConfig::to_json() const {
           {"task4", task4},       {"task6", task6},
           {"local_as", local_as}, {"peer_as", peer_as},
           {"hold_time", hold_time}, {"nics", n},
-          {"sessions", s}};
+          {"sessions", s},        {"active_backup", active_backup}};
 }
 
 Speaker::Speaker(SpeakerConfig cfg, testbed::EventLoop& loop, uint64_t seed) : cfg_(std::move(cfg)), loop_(loop) {
@@ -158,6 +159,7 @@ void Speaker::close_peer(Peer& p, const std::string& why) {
 
 void Speaker::announce(Peer& p, const SpeakerConfig::Nic& n, bool withdraw) {
   if (p.session.state() != State::established) return;
+  if (!withdraw && cfg_.active_backup && n.index != active_) return;  // it waits for the active NIC's failure
   if (withdraw == !p.announced[n.index]) return;  // nothing to change
   for (const auto& u : route_update(n, withdraw)) run(p, p.session.send(u));
   p.announced[n.index] = !withdraw;
@@ -178,6 +180,7 @@ void Speaker::run(Peer& p, std::vector<Action> acts) {
       case Action::Kind::up:
         p.backoff.reset();
         lg::info("{}: session {} -> {} established (hold {} s)", cfg_.host, p.local, p.remote, p.session.hold_time());
+        reselect();  // (active-backup: a session up may make its NIC the one)
         for (int i : p.nics)
           for (const auto& n : cfg_.nics)
             if (n.index == i && n.up) announce(p, n, false);
@@ -208,6 +211,35 @@ void Speaker::readvertise(Peer& p, Afi afi) {
 void Speaker::lost(Peer& p, const std::string& why) {
   run(p, p.session.transport_lost(why));
   if (p.connecting || p.fd >= 0 || p.watched >= 0) close_peer(p, why);
+  reselect();
+}
+
+int Speaker::pick_active() const {
+  int first_up = -1;
+  for (const auto& n : cfg_.nics) {  // in index order
+    if (!n.up) continue;
+    if (first_up < 0) first_up = n.index;
+    for (const auto& p : peers_)
+      if (p->session.state() == State::established &&
+          std::find(p->nics.begin(), p->nics.end(), n.index) != p->nics.end())
+        return n.index;
+  }
+  return first_up;
+}
+
+void Speaker::reselect() {
+  if (!cfg_.active_backup) return;
+  int want = pick_active();
+  if (want == active_) return;
+  int old = active_;
+  active_ = want;
+  lg::info("{}: active-backup: NIC {} carries the job's ingress now (was {})", cfg_.host, want, old);
+  // the new one announced before the old one is withdrawn: no moment without a path
+  for (bool withdraw : {false, true})
+    for (const auto& n : cfg_.nics)
+      if (n.index == (withdraw ? old : want))
+        for (auto& p : peers_)
+          if (std::find(p->nics.begin(), p->nics.end(), n.index) != p->nics.end()) announce(*p, n, withdraw);
 }
 
 void Speaker::dial(Peer& p, Clock::time_point now) {
@@ -275,6 +307,7 @@ void Speaker::link_changed(const std::string& eth, bool up) {
     for (auto& p : peers_)
       if (std::find(p->nics.begin(), p->nics.end(), x.index) != p->nics.end()) announce(*p, x, !up);
   }
+  reselect();
 }
 
 bool Speaker::rides_up_nic(const Peer& p) const {

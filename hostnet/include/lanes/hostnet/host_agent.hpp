@@ -33,7 +33,7 @@ struct HostAgentConfig {
     bool operator==(const Nic&) const = default;
   };
   std::string host;
-  std::string mode = "ecmp";  // egress mode: single, ecmp, bpf, bpf-numa
+  std::string mode = "ecmp";  // egress mode: single, ecmp, bpf, bpf-numa, bind, active-backup
   std::string program;        // the user's egress BPF object in place of lanes' ("" = lanes')
   std::string container_netns;
   std::string task4, task6;
@@ -147,6 +147,7 @@ class HostAgent {
   void restore_routes(const Nic& s, bool job);
   void heal(Nic& s, const char* why);
   void restore_container_route(const Nic& s);
+  void restore_backup_route(const Nic& s);
   void container_link_seen(Nic& s, bool jnic_side, const testbed::LinkEvent& e);
   void set_egress_groups();
   void report_balance();

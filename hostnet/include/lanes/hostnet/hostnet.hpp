@@ -37,6 +37,9 @@ namespace lanes::hostnet {
 
 // The container namespace of HOST in run RUN_ID.
 std::string job_netns(const std::string& run_id, const std::string& host);
+// egress active-backup: the metric of the container's default route by NIC
+// K (the lowest index that has carrier carries everything)
+uint32_t active_backup_metric(int nic);
 // Names of NIC k's container link on each side.
 std::string host_side_ifname(int nic);
 std::string container_ifname(int nic);

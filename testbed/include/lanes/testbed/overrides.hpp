@@ -33,7 +33,7 @@ bool element_takes(const OverrideAttr& a, const std::string& element);
 using Overrides = std::map<std::string, std::string>;
 
 // "" when VALUE is one that A takes; otherwise what A expects
-// ("expected one of single|ecmp|bpf|bpf-numa|bind").
+// ("expected one of single|ecmp|bpf|bpf-numa|bind|active-backup").
 std::string override_problem(const OverrideAttr& a, const std::string& value);
 
 // A topology with overrides is loaded with them (load_topology_text's OV):

@@ -43,6 +43,12 @@ struct SpeakerConfig {
   std::string injector = "lanes";  // who runs this plan: lanes, exabgp, bird or exec
   std::string task4, task6;        // "" = not announced
   bool add_path = false;
+  // egress active-backup's ingress: the task IP's next hop is announced for
+  // one NIC at a time, the lowest whose carrier is up and whose session is
+  // established (the first that has carrier while none is), the others
+  // waiting for its failure; a NIC that returns takes the traffic back
+  // once its session is up (announced before the other is withdrawn)
+  bool active_backup = false;
   uint32_t local_as = 0, peer_as = 0;
   uint16_t hold_time = 9;
   std::vector<Nic> nics;
@@ -86,11 +92,15 @@ class Speaker {
   void on_socket(Peer& p, uint32_t events);
   void lost(Peer& p, const std::string& why);
   bool rides_up_nic(const Peer& p) const;
+  // active-backup: the NIC to announce now (-1: none), and moving to it
+  int pick_active() const;
+  void reselect();
 
   SpeakerConfig cfg_;
   testbed::EventLoop& loop_;
   std::vector<std::unique_ptr<Peer>> peers_;
   std::vector<uint64_t> said_;
+  int active_ = -1;  // active-backup: the NIC announced
 };
 
 }  // namespace lanes::vip
