@@ -214,17 +214,23 @@ void Speaker::lost(Peer& p, const std::string& why) {
   reselect();
 }
 
-int Speaker::pick_active() const {
-  int first_up = -1;
-  for (const auto& n : cfg_.nics) {  // in index order
+int choose_active(const std::vector<SpeakerConfig::Nic>& nics, const std::function<bool(int nic)>& established) {
+  int first_up = -1, first_est = -1;
+  for (const auto& n : nics) {
     if (!n.up) continue;
-    if (first_up < 0) first_up = n.index;
-    for (const auto& p : peers_)
-      if (p->session.state() == State::established &&
-          std::find(p->nics.begin(), p->nics.end(), n.index) != p->nics.end())
-        return n.index;
+    if (first_up < 0 || n.index < first_up) first_up = n.index;
+    if (established(n.index) && (first_est < 0 || n.index < first_est)) first_est = n.index;
   }
-  return first_up;
+  return first_est >= 0 ? first_est : first_up;
+}
+
+int Speaker::pick_active() const {
+  return choose_active(cfg_.nics, [this](int nic) {
+    for (const auto& p : peers_)
+      if (p->session.state() == State::established && std::find(p->nics.begin(), p->nics.end(), nic) != p->nics.end())
+        return true;
+    return false;
+  });
 }
 
 void Speaker::reselect() {

@@ -6,10 +6,12 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/vip/deploy.hpp"
 #include "lanes/vip/other_injectors.hpp"
+#include "lanes/vip/speaker.hpp"
 #include "support.hpp"
 
 using namespace lanes::testbed;
@@ -156,4 +158,28 @@ TEST_CASE("ExaBGP and BIRD configurations: byte-stable for the laptop topology's
   c.sessions.resize(2);
   for (auto& s : c.sessions) s.nics = {0, 1, 2, 3};
   CHECK(lanes::test::golden_mismatch("exabgp-laptop-h1-add-path.conf", render_exabgp_config(c)) == "");
+}
+
+TEST_CASE("active-backup: one NIC announced, the lowest with carrier and a session up, else the lowest with carrier",
+          "[unit]") {
+  auto t = load_topology_text(R"(<topology><rack name="r"><host name="h" nics="4"><job egress="active-backup"/></host>
+    <server name="s" role="storage"/></rack></topology>)",
+                              "inline.xml");
+  auto c = injector_config(t, t.find_node("h"));
+  CHECK(c.active_backup);
+  CHECK(SpeakerConfig::from_json(nlohmann::json::parse(c.to_json().dump())) == c);
+  auto laptop = load_topology(lanes::test::topology("laptop.xml"));
+  CHECK_FALSE(injector_config(laptop, laptop.find_node("h1")).active_backup);
+  std::set<int> est;
+  auto up = [&](int nic) { return est.count(nic) > 0; };
+  auto nics = c.nics;
+  CHECK(choose_active(nics, up) == 0);  // nothing established yet: the first with carrier
+  est = {1, 2};
+  CHECK(choose_active(nics, up) == 1);  // NIC 0's session not back yet: NIC 1 carries
+  est = {0, 1, 2};
+  CHECK(choose_active(nics, up) == 0);  // it is: NIC 0 takes the traffic back
+  nics[0].up = false;
+  CHECK(choose_active(nics, up) == 1);  // NIC 0 lost carrier
+  for (auto& n : nics) n.up = false;
+  CHECK(choose_active(nics, up) == -1);
 }

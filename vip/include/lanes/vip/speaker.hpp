@@ -10,6 +10,7 @@
 // closes with a Cease.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -59,6 +60,11 @@ struct SpeakerConfig {
   nlohmann::json to_json() const;
   bool operator==(const SpeakerConfig&) const = default;
 };
+
+// active-backup: the NIC whose next hop is announced (-1: none) — the
+// lowest-index NIC with carrier whose session is established
+// (ESTABLISHED(index)), else the lowest with carrier (its session is coming)
+int choose_active(const std::vector<SpeakerConfig::Nic>& nics, const std::function<bool(int nic)>& established);
 
 class Speaker {
  public:
