@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include "lanes/testbed/interrupt.hpp"
 
@@ -44,6 +45,7 @@ void WorkloadRuns::start_once(const Step& st) {
   w.step = st;
   std::string name = st.str("name");
   plugin->start(w, ctx_);
+  w.cpu_at_start = testbed::read_cpu_times();
   marks_[name + ".start"] = w.start_s;
   pr_.markers.push_back({w.start_s, name, "workload"});
   ctx_.say(fmt::format("workload {} ({}) started", name, st.type));
@@ -64,6 +66,16 @@ WorkloadRun* WorkloadRuns::find(const std::string& name) {
 void WorkloadRuns::finish_if_running(const std::string& name, bool stop) {
   auto& w = running_.at(name);  // the loader checked that the phase starts it before
   if (!w.finished) finish(w, stop);
+}
+
+void add_cpu_figures(nlohmann::json& f, const std::optional<testbed::CpuTimes>& before,
+                     const std::optional<testbed::CpuTimes>& after) {
+  if (!before || !after || after->busy < before->busy) return;
+  static const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  double cpu_s = static_cast<double>(after->busy - before->busy) / (hz > 0 ? hz : 100.0);
+  f["machine_cpu_s"] = cpu_s;
+  uint64_t bytes = f.value("verified_bytes", uint64_t{0});
+  if (bytes > 0) f["machine_cpu_s_per_gbit"] = cpu_s / (static_cast<double>(bytes) * 8 / 1e9);
 }
 
 // Waits for (or, with STOP, ends) workload W and records its figures.
@@ -104,6 +116,7 @@ void WorkloadRuns::finish(WorkloadRun& w, bool stop) {
   r.start_s = w.start_s;
   r.end_s = end;
   r.figures = plugin.figures(w, end, ctx_);
+  add_cpu_figures(r.figures, w.cpu_at_start, testbed::read_cpu_times());
   if (timed_out) r.figures[testbed::interrupted() ? "interrupted" : "timed_out"] = true;
   else if (stop) r.figures["stopped"] = true;  // lanes ended it (<stop>, or the phase's end)
   r.declared = plugin.declared_figures();

@@ -15,6 +15,13 @@
 
 namespace lanes::scenarios {
 
+// The machine's CPU while a workload ran (every process's: workloads that
+// overlap share it), from /proc/stat at its start and end: machine_cpu_s,
+// and per Gbit it verified (machine_cpu_s_per_gbit), what a road costs the
+// host beside what it carries.
+void add_cpu_figures(nlohmann::json& f, const std::optional<testbed::CpuTimes>& before,
+                     const std::optional<testbed::CpuTimes>& after);
+
 class WorkloadRuns {
  public:
   // the NIC figures of a workload that ended at END_S (the phase's sampler)

@@ -21,6 +21,7 @@
 #include "lanes/scenarios/live_assertion.hpp"
 #include "lanes/scenarios/result_assertion.hpp"
 #include "support.hpp"
+#include "workload_runs.hpp"
 #include "workloads/workloads.hpp"
 
 using namespace lanes::scenarios;
@@ -552,4 +553,20 @@ TEST_CASE("exec: ${addr:...} names a job host or a server, the shell's own ${add
   using lanes::scenarios::expand_addresses;
   CHECK(expand_addresses("echo ${addr:-none}", ph) == "echo ${addr:-none}");
   CHECK_THROWS_WITH(expand_addresses("ping ${addr:r1-tor}", ph), Catch::Contains("neither a job host nor a server"));
+}
+
+TEST_CASE("a workload's CPU figures: the machine's busy seconds while it ran, and per Gbit it verified", "[unit]") {
+  double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  lanes::testbed::CpuTimes a{1000, 5000}, b{1000 + static_cast<uint64_t>(hz), 5000 + 2 * static_cast<uint64_t>(hz)};
+  nlohmann::json f = {{"verified_bytes", 500'000'000}};  // 4 Gbit
+  add_cpu_figures(f, a, b);
+  CHECK(f["machine_cpu_s"].get<double>() == Approx(1.0));
+  CHECK(f["machine_cpu_s_per_gbit"].get<double>() == Approx(0.25));
+  nlohmann::json none;  // no bytes: no rate; no reading: nothing
+  add_cpu_figures(none, a, b);
+  CHECK(none.contains("machine_cpu_s"));
+  CHECK_FALSE(none.contains("machine_cpu_s_per_gbit"));
+  nlohmann::json unread;
+  add_cpu_figures(unread, std::nullopt, b);
+  CHECK(unread.empty());
 }

@@ -15,6 +15,7 @@
 #include "lanes/reports/result.hpp"
 #include "lanes/scenarios/schema.hpp"
 #include "lanes/scenarios/step_context.hpp"
+#include "lanes/testbed/cpu_load.hpp"
 
 namespace lanes::scenarios {
 
@@ -31,6 +32,7 @@ struct WorkloadRun {
   std::vector<Proc> failed;  // clients a job failure killed (fault job-fail); their output stays
   int incarnations = 1;      // the job's starts: 1 + its failures
   std::vector<double> failed_at_s;  // when each failure struck (the monotonic clock)
+  std::optional<testbed::CpuTimes> cpu_at_start;  // the machine's CPU counters as its clients got going
   bool finished = false;
 };
 
