@@ -41,24 +41,40 @@ std::vector<std::string> Collective::sampled_hosts(const Step& st, const testbed
   return job_hosts(st, topo);
 }
 
+void start_ring(WorkloadRun& w, StepContext& ctx, const std::string& role,
+                const std::function<std::vector<std::string>(int rank, const std::string& next)>& args) {
+  const Step& st = w.step;
+  const auto& topo = ctx.topo();
+  int n = static_cast<int>(w.hosts.size());
+  std::string base = ctx.out_base(st.str("name"));
+  bool v6 = job_wants_v6(st, topo, w.hosts);
+  for (int r = 0; r < n; ++r) {
+    const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
+    const std::string& host = w.hosts[static_cast<size_t>(r)];
+    w.clients.push_back(ctx.start_traffic(
+        role + " " + host, ctx.job_ns(host),
+        args(r, v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string()),
+        fmt::format("{}.rank-{}.json", base, r), true));
+  }
+  for (const auto& h : w.hosts) ctx.wait_listening(ctx.job_ns(h), w.port, false, h + "'s job");
+  w.start_s = ctx.now_s();
+  ctx.go(w.clients);
+}
+
 // One rank per host, in the order of hosts=, each sending to the next
 // host's task IP; all start held and get their go together once every one
 // listens.
 void Collective::start(WorkloadRun& w, StepContext& ctx) const {
   const Step& st = w.step;
-  const auto& topo = ctx.topo();
-  w.hosts = job_hosts(st, topo);
-  int n = static_cast<int>(w.hosts.size());
+  w.hosts = job_hosts(st, ctx.topo());
   w.port = ctx.take_ports(1);
-  std::string base = ctx.out_base(st.str("name"));
-  bool v6 = job_wants_v6(st, topo, w.hosts);
-  for (int r = 0; r < n; ++r) {
-    const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
+  int n = static_cast<int>(w.hosts.size());
+  start_ring(w, ctx, "collective", [&](int r, const std::string& next) {
     traffic::CollectiveArgs a;
     a.op = st.str("op", "allreduce");
     a.rank = r;
     a.ranks = n;
-    a.to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
+    a.to = next;
     a.port = w.port;
     a.bytes = st.bytes("size");
     a.channels = st.integer("channels", 8);
@@ -69,15 +85,8 @@ void Collective::start(WorkloadRun& w, StepContext& ctx) const {
     a.timeout = static_cast<double>(
         std::max<int64_t>(1, st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000));
     a.wait_go = true;
-    const std::string& host = w.hosts[static_cast<size_t>(r)];
-    w.clients.push_back(ctx.start_traffic("collective " + host, ctx.job_ns(host), a,
-                                          fmt::format("{}.rank-{}.json", base, r), true));
-  }
-  for (int r = 0; r < n; ++r)
-    ctx.wait_listening(ctx.job_ns(w.hosts[static_cast<size_t>(r)]), w.port, false,
-                       w.hosts[static_cast<size_t>(r)] + "'s job");
-  w.start_s = ctx.now_s();
-  ctx.go(w.clients);
+    return traffic::to_argv(a);
+  });
 }
 
 json collective_figures(const std::vector<std::optional<traffic::CollectiveResult>>& ranks,

@@ -96,15 +96,12 @@ void Trace::start(WorkloadRun& w, StepContext& ctx) const {
     throw StepError(e.what());
   }
   w.port = ctx.take_ports(1);
-  std::string base = ctx.out_base(st.str("name"));
-  bool v6 = job_wants_v6(st, topo, w.hosts);
-  for (int r = 0; r < n; ++r) {
-    const auto& next = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[static_cast<size_t>((r + 1) % n)])));
+  start_ring(w, ctx, "trace", [&](int r, const std::string& next) {
     traffic::TraceArgs a;
     a.trace = files[static_cast<size_t>(r)];
     a.rank = r;
     a.ranks = n;
-    a.to = v6 ? next.job->task_ip6.to_string() : next.job->task_ip4.to_string();
+    a.to = next;
     a.port = w.port;
     a.channels = st.integer("channels", 8);
     a.iterations = st.integer("iterations", 1);
@@ -113,15 +110,8 @@ void Trace::start(WorkloadRun& w, StepContext& ctx) const {
     a.timeout = static_cast<double>(
         std::max<int64_t>(1, st.duration("timeout", std::chrono::milliseconds(600'000)).count() / 1000));
     a.wait_go = true;
-    const std::string& host = w.hosts[static_cast<size_t>(r)];
-    w.clients.push_back(
-        ctx.start_traffic("trace " + host, ctx.job_ns(host), a, fmt::format("{}.rank-{}.json", base, r), true));
-  }
-  for (int r = 0; r < n; ++r)
-    ctx.wait_listening(ctx.job_ns(w.hosts[static_cast<size_t>(r)]), w.port, false,
-                       w.hosts[static_cast<size_t>(r)] + "'s job");
-  w.start_s = ctx.now_s();
-  ctx.go(w.clients);
+    return traffic::to_argv(a);
+  });
 }
 
 namespace {

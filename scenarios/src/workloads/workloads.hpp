@@ -2,6 +2,7 @@
 // The workload types (one .cpp each), for the registry and the tests, and
 // the pure functions their figures are computed by.
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -264,6 +265,13 @@ std::vector<std::optional<traffic::FetchResult>> fetch_results(const WorkloadRun
 std::string fetch_summary(const nlohmann::json& f);
 // what a fetching workload declares (fetch_figures' keys)
 std::vector<reports::FigureDecl> fetch_declared();
+
+// A ring's ranks, one per host of W.hosts in order (ROLE "collective",
+// "trace"): rank r's arguments from ARGS(r, the next host's task IP), its
+// output <out_base>.rank-<r>.json; all held until every one listens on
+// W.port, then released at once.
+void start_ring(WorkloadRun& w, StepContext& ctx, const std::string& role,
+                const std::function<std::vector<std::string>(int rank, const std::string& next)>& args);
 
 // The job hosts of a comma-separated hosts= list (those with a job), or
 // every job host when the step has none.
