@@ -244,6 +244,7 @@ int main(int argc, char** argv) {
     for (const auto& f : neigh_files) std::filesystem::remove(f);
     if (neigh_failed) std::fprintf(stderr, "ip neigh batches failed in %d namespaces\n", neigh_failed);
     run({"ip", "-force", "-batch", db});
+    for (const auto& f : {nsb, lb, db}) std::filesystem::remove(f);  // the bench leaves nothing behind
     if (a.status != 0 || b.status != 0) {
       std::fprintf(stderr, "ip -batch failed (%d/%d)\n", a.status, b.status);
       return 1;
