@@ -48,7 +48,7 @@ void add_nic_figures(reports::WorkloadResult& w, const Workload& plugin, const s
   if (!plugin.wire_rate()) return;
   SteadyWindow steady = steady_window(total);
   double line = 0;
-  for (const auto* n : nodes) line += host_line_bps(*n);
+  for (const auto* n : nodes) line += host_line_bps(*n, dir);
   w.figures["wire_gbps"] = steady.rate;
   w.figures["throughput_gbps"] = steady.rate;
   w.figures["steady_from_s"] = static_cast<double>(first + steady.first) * dt;

@@ -35,6 +35,14 @@ double host_line_bps(const testbed::Node& host) {
   return sum;
 }
 
+double host_line_bps(const testbed::Node& host, const std::string& direction) {
+  using testbed::EgressMode;
+  if (!host.job || host.nics.empty()) return host_line_bps(host);
+  EgressMode m = host.job->egress;
+  bool one = m == EgressMode::active_backup || (direction == "tx" && m == EgressMode::single);
+  return one ? static_cast<double>(host.nics.front().rate_bps) : host_line_bps(host);
+}
+
 double line_share(double counter_bps, double line_bps, bool ipv6) {
   if (line_bps <= 0) return 0;
   double payload = (ipv6 ? 1428.0 : 1448.0) / 1514.0;

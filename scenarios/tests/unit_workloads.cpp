@@ -16,6 +16,7 @@
 #include "nic_figures.hpp"
 #include "fake_fabric.hpp"
 #include "faults/faults.hpp"
+#include "lanes/scenarios/steady.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "lanes/scenarios/arrivals.hpp"
 #include "lanes/scenarios/live_assertion.hpp"
@@ -569,4 +570,20 @@ TEST_CASE("a workload's CPU figures: the machine's busy seconds while it ran, an
   nlohmann::json unread;
   add_cpu_figures(unread, std::nullopt, b);
   CHECK(unread.empty());
+}
+
+TEST_CASE("the line a job can use: every NIC's, or NIC 0's where its egress mode goes through one", "[unit]") {
+  using lanes::testbed::EgressMode;
+  auto t = lanes::testbed::load_topology(lanes::test::topology("laptop.xml"));  // 4 x 500 Mbit/s
+  auto h = t.nodes.at(static_cast<size_t>(t.find_node("h1")));
+  auto line = [&](EgressMode m, const char* dir) {
+    h.job->egress = m;
+    return host_line_bps(h, dir);
+  };
+  CHECK(line(EgressMode::ecmp, "tx") == Approx(2e9));
+  CHECK(line(EgressMode::bind, "rx") == Approx(2e9));
+  CHECK(line(EgressMode::single, "tx") == Approx(5e8));
+  CHECK(line(EgressMode::single, "rx") == Approx(2e9));  // its ingress still arrives on every NIC
+  CHECK(line(EgressMode::active_backup, "tx") == Approx(5e8));
+  CHECK(line(EgressMode::active_backup, "rx") == Approx(5e8));
 }

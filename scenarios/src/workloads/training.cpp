@@ -152,26 +152,19 @@ void Training::start(WorkloadRun& w, StepContext& ctx) const {
   const Step& st = w.step;
   w.hosts = job_hosts(st, ctx.topo());
   w.port = ctx.take_ports(st.has("spare") ? 3 : 2);  // the ring's, the store's, the spare's store
-  if (st.has("server")) {
-    std::string server = st.str("server");
+  auto start_store = [&](const std::string& role, int ns, int port, const std::string& file, const std::string& who) {
     traffic::StoreArgs store;
-    store.port = w.port + 1;
+    store.port = port;
     store.ranks = static_cast<int>(w.hosts.size());
     store.seed = ctx.seed();
-    w.servers.push_back(
-        ctx.start_traffic("store " + server, ctx.node_ns(server), store, ctx.out_base(st.str("name")) + ".store.json"));
-    ctx.wait_listening(ctx.node_ns(server), w.port + 1, false, server);
-  }
-  if (st.has("spare")) {  // the hot spare: a store of the job's checkpoints in its container
-    std::string spare = st.str("spare");
-    traffic::StoreArgs store;
-    store.port = w.port + 2;
-    store.ranks = static_cast<int>(w.hosts.size());
-    store.seed = ctx.seed();
-    w.servers.push_back(
-        ctx.start_traffic("spare " + spare, ctx.job_ns(spare), store, ctx.out_base(st.str("name")) + ".spare.json"));
-    ctx.wait_listening(ctx.job_ns(spare), w.port + 2, false, spare + "'s job");
-  }
+    w.servers.push_back(ctx.start_traffic(role, ns, store, ctx.out_base(st.str("name")) + file));
+    ctx.wait_listening(ns, port, false, who);
+  };
+  if (st.has("server"))
+    start_store("store " + st.str("server"), ctx.node_ns(st.str("server")), w.port + 1, ".store.json", st.str("server"));
+  if (st.has("spare"))  // the hot spare: a store of the job's checkpoints in its container
+    start_store("spare " + st.str("spare"), ctx.job_ns(st.str("spare")), w.port + 2, ".spare.json",
+                st.str("spare") + "'s job");
   w.start_s = ctx.now_s();
   start_ranks(w, ctx, {});
 }

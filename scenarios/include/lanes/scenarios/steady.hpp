@@ -9,6 +9,7 @@
 // failed NIC, a retransmission timeout — stays in: it is part of the rate.
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "lanes/testbed/model.hpp"
@@ -38,6 +39,11 @@ double line_share(double counter_bps, double line_bps, bool ipv6);
 
 // The line rate of a host's NICs together (0 where they are unshaped).
 double host_line_bps(const testbed::Node& host);
+// The line the host's job can use in DIRECTION ("tx": what it sends, "rx":
+// what it receives): every NIC's, or NIC 0's where its egress mode sends
+// through one NIC (single, active-backup) or receives through one
+// (active-backup: its task IP announced through one NIC at a time).
+double host_line_bps(const testbed::Node& host, const std::string& direction);
 
 // A baseline below this share of its line is not a baseline: it measured
 // the machine (CPU, retransmits, a tail), not the NICs.
