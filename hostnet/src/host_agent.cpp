@@ -267,8 +267,9 @@ void HostAgent::heal(Nic& s, const char* why) {
     restore_container_route(s);
     s.eth_flushed = false;
   }
-  if (cfg_.mode == "active-backup") restore_backup_route(s);
-  if (cfg_.mode != "single" && cfg_.mode != "bind" && cfg_.mode != "active-backup") {  // (the modes without an egress group)
+  if (cfg_.mode == "active-backup" || cfg_.mode == "mptcp") restore_backup_route(s);
+  if (cfg_.mode != "single" && cfg_.mode != "bind" && cfg_.mode != "active-backup" &&
+      cfg_.mode != "mptcp") {  // (the modes without an egress group)
     // the kernel dropped the container's next hops with the link; restore
     // them, on-link: the link came up a moment ago, and until the kernel's
     // link watch runs its IPv6 routes say it is down (an IPv6 next hop
@@ -285,8 +286,8 @@ void HostAgent::heal(Nic& s, const char* why) {
   lg::info("{}: {} {}", cfg_.host, s.ifname, why);
 }
 
-// active-backup: the container's default route by NIC k (its metric says
-// its turn), which the container side going down took with it.
+// active-backup and mptcp: the container's default route by NIC k (its
+// metric says its turn), which the container side going down took with it.
 void HostAgent::restore_backup_route(const Nic& s) {
   for (bool v6 : {false, true}) {
     auto src = parse_ip(v6 ? cfg_.task6 : cfg_.task4);

@@ -39,6 +39,8 @@ constexpr uint32_t kHeldMetric = 4000000000u;  // below every real route in a NI
 
 uint32_t active_backup_metric(int nic) { return 100 + static_cast<uint32_t>(nic); }
 
+uint8_t mptcp_endpoint_id(int nic, bool v6) { return static_cast<uint8_t>((v6 ? 64 : 0) + nic); }
+
 std::string job_netns(const std::string& run_id, const std::string& host) {
   return RunRegistry::netns_name(run_id, host + ".job");
 }
@@ -137,6 +139,10 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
         p.add(e.in_container ? cns : hns, change::Neighbor{e.in_container ? cidx(nic) : jidx(nic), e.ifname, e.ip, e.mac});
   }
 
+  // MPTCP: as many subflows as the kernel allows, to take every NIC's and
+  // to accept another job's
+  if (mode == EgressMode::mptcp) p.add(cns, change::MptcpLimitsSet{{kMptcpMaxSubflows, 0}});
+
   // container routing: a table per NIC for the job's NIC-k address, and
   // the default route
   for (bool v6 : {false, true}) {
@@ -166,6 +172,24 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     }
     Route def{IpNet::default_route(fam), NhId{}};
     def.prefsrc = v6 ? IpAddr(h.job->task_ip6) : IpAddr(h.job->task_ip4);
+    if (mode == EgressMode::mptcp) {
+      // the first subflow from the task IP by the first NIC with carrier
+      // (as active-backup's), and one more from every other NIC's
+      // address: the in-kernel path manager makes a subflow from each
+      // "subflow" endpoint when the job connects, bound to its link
+      for (const auto& nic : h.nics) {
+        if (nic.index > 0)
+          p.add(cns, change::MptcpEndpointAdd{
+                         {mptcp_endpoint_id(nic.index, v6), v6 ? IpAddr(nic.job_addr6.addr) : IpAddr(nic.job_addr4.addr),
+                          cidx(nic), true, false},
+                         container_ifname(nic.index)});
+        Route r{IpNet::default_route(fam), std::vector<Via>{{host_side(nic), cidx(nic), 1}}};
+        r.prefsrc = def.prefsrc;
+        r.metric = active_backup_metric(nic.index);
+        p.add(cns, change::AddRoute{r});
+      }
+      continue;
+    }
     if (mode == EgressMode::active_backup) {
       // one route per NIC, NIC 0's first: the kernel ignores a route whose
       // link lost carrier (ignore_routes_with_linkdown), so everything

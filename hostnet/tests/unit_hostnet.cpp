@@ -3,6 +3,7 @@
 // the kernel (its plan), without root.
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 #include <fstream>
 #include <filesystem>
 #include <map>
@@ -297,4 +298,50 @@ TEST_CASE("host plan of an IPv6-only job: no IPv4 task IP, NIC address, route or
   CHECK(cfg.task4.empty());
   CHECK(cfg.task6 == job.task_ip6.to_string());
   CHECK(cfg.nics[0].job4.empty());
+}
+
+TEST_CASE("host plan: mptcp has a subflow endpoint on every NIC but the first, a default by each NIC in turn, "
+          "and the most subflows the kernel allows", "[unit]") {
+  HostPlanRig r;
+  auto mp = r.plan(EgressMode::mptcp, false);
+  CHECK(mp.all<change::Group>().empty());
+  CHECK(mp.all<change::Nexthop>().empty());
+  auto limits = mp.all<change::MptcpLimitsSet>();
+  REQUIRE(limits.size() == 1);
+  CHECK(limits[0].first == r.jns);
+  CHECK(limits[0].second.limits == lanes::testbed::MptcpLimits{lanes::testbed::kMptcpMaxSubflows, 0});
+  // both families: NICs 1..3, each its own id, its NIC's address, bound to its container link, "subflow" only
+  auto eps = mp.all<change::MptcpEndpointAdd>();
+  REQUIRE(eps.size() == 2 * (r.h.nics.size() - 1));
+  std::set<int> ids;
+  for (const auto& [where, e] : eps) {
+    CHECK(where == r.jns);
+    CHECK(e.endpoint.subflow);
+    CHECK_FALSE(e.endpoint.signal);
+    ids.insert(e.endpoint.id);
+    const auto& nic = r.h.nics.at(static_cast<size_t>(e.endpoint.ifindex - 200 - 100));
+    CHECK(nic.index >= 1);
+    CHECK((e.endpoint.addr == IpAddr(nic.job_addr4.addr) || e.endpoint.addr == IpAddr(nic.job_addr6.addr)));
+    CHECK(e.endpoint.id == lanes::hostnet::mptcp_endpoint_id(nic.index, e.endpoint.addr.is_v6()));
+    CHECK(e.ifname == lanes::hostnet::container_ifname(nic.index));
+  }
+  CHECK(ids.size() == eps.size());
+  // the first subflow's route: by NIC 0, then NIC 1, ... (as active-backup)
+  std::map<int, std::map<uint32_t, int>> by_family;
+  for (const auto& [where, x] : mp.all<change::AddRoute>())
+    if (where == r.jns && x.route.dst.is_default() && x.route.table == 254)
+      by_family[x.route.family()][x.route.metric] = std::get<std::vector<Via>>(x.route.to).at(0).ifindex;
+  REQUIRE(by_family.size() == 2);
+  for (const auto& [fam, metrics] : by_family) CHECK(metrics.begin()->second == 200 + 100);
+  // the servers accept as many subflows; without an MPTCP job they are left alone
+  auto with = [](const char* egress) {
+    return load_topology_text(fmt::format(R"(<topology><rack name="r"><host name="h" nics="2"><job egress="{}"/></host>
+      <server name="s" role="storage"/></rack></topology>)", egress), "t.xml");
+  };
+  auto t = with("mptcp");
+  auto servers = fabric_plan(t, "t1").routes.all<change::MptcpLimitsSet>();
+  REQUIRE(servers.size() == 1);
+  CHECK(servers[0].first == RunRegistry::netns_name("t1", "s"));
+  CHECK(servers[0].second.limits.subflows == lanes::testbed::kMptcpMaxSubflows);
+  CHECK(fabric_plan(with("ecmp"), "t1").routes.all<change::MptcpLimitsSet>().empty());
 }

@@ -16,6 +16,9 @@ using testbed::EventLoop;
 
 std::atomic<bool> g_stop{false};
 std::string g_congestion;
+bool g_mptcp = false;
+
+int stream_protocol() { return g_mptcp ? IPPROTO_MPTCP : 0; }
 extern "C" void on_term(int) { g_stop = true; }
 
 bool wait_for_go(bool wait_go) {
@@ -66,7 +69,7 @@ bool set_congestion(int fd, std::string& why) {
 
 int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::optional<std::string>& bind,
             std::string& why) {
-  int fd = ::socket(dst.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int fd = ::socket(dst.ss_family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, type == SOCK_STREAM ? stream_protocol() : 0);
   if (fd < 0) {
     why = std::string("socket: ") + std::strerror(errno);
     return -1;
@@ -105,7 +108,11 @@ bool target_of(const std::string& to, int port, std::string_view mode, sockaddr_
 }
 
 int listen_tcp(int port) {
-  int ls = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int ls = ::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, stream_protocol());
+  if (ls < 0) {
+    std::cerr << "lanes-traffic: a listener on port " << port << ": " << std::strerror(errno) << "\n";
+    return -1;
+  }
   int one = 1, zero = 0;
   ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   ::setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);

@@ -8,8 +8,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lanes/scenarios/traffic_args.hpp"
+#include "lanes/scenarios/traffic_results.hpp"
 #include "lanes/testbed/event_loop.hpp"
 
 namespace lanes::traffic_engine {
@@ -31,6 +33,16 @@ bool wait_for_go(bool wait_go);
 extern std::string g_congestion;
 // Sets g_congestion on FD; false and WHY when the kernel refuses it.
 bool set_congestion(int fd, std::string& why);
+
+// --mptcp (any mode): every TCP socket this process opens is an MPTCP
+// socket (IPPROTO_MPTCP). Its namespace's path manager makes the subflows:
+// one from each "subflow" endpoint of the side that connects.
+extern bool g_mptcp;
+// The protocol of a TCP socket: IPPROTO_MPTCP under --mptcp, else 0
+int stream_protocol();
+// --mptcp: the subflows of the MPTCP connection FD now (empty when it has
+// none left, is not MPTCP, or the kernel cannot say)
+std::vector<scenarios::traffic::Subflow> mptcp_subflows(int fd);
 
 bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& len);
 // A socket of TYPE towards DST, bound to BIND when given, connecting

@@ -95,8 +95,14 @@ struct Header {
 int recv_main(const traffic::RecvArgs& a) {
   const uint64_t seed = a.seed;
   const int expect = a.flows;
-  int ls = listen_tcp(a.port);
-  if (ls < 0) return 1;
+  sockaddr_storage from{};
+  socklen_t from_len = 0;
+  if (a.from && (expect < 1 || !target_of(*a.from, a.port, a.kMode, from, from_len))) {
+    if (expect < 1) std::cerr << "lanes-traffic recv: --from needs --flows N (the connections it opens)\n";
+    return 2;
+  }
+  int ls = a.from ? -1 : listen_tcp(a.port);
+  if (!a.from && ls < 0) return 1;
   EventLoop loop;
   if (!stop_on_signals(loop, "recv")) return 1;
   struct Conn {
@@ -152,15 +158,34 @@ int recv_main(const traffic::RecvArgs& a) {
     conns.erase(fd);
     if (++finished == expect) loop.stop();
   };
-  (void)loop.watch(ls, EPOLLIN, [&](uint32_t) {
-    for (;;) {
-      int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (c < 0) break;
-      conns[c].start = Clock::now();
-      (void)loop.watch(c, EPOLLIN | EPOLLRDHUP, [&on_data, c](uint32_t) { on_data(c); });
+  auto take = [&](int c) {
+    conns[c].start = Clock::now();
+    (void)loop.watch(c, EPOLLIN | EPOLLRDHUP, [&on_data, c](uint32_t) { on_data(c); });
+  };
+  if (a.from) {
+    // it opens the flows: one that cannot connect ends as a flow that
+    // verified nothing (on_data sees its error as the end)
+    for (int i = 0; i < expect; ++i) {
+      std::string why;
+      int c = open_to(from, from_len, SOCK_STREAM, std::nullopt, why);
+      if (c >= 0) {
+        take(c);
+        continue;
+      }
+      std::cerr << "lanes-traffic recv: flow " << i << " to " << *a.from << ": " << why << "\n";
+      result.flows.push_back({});
+      ++finished;
     }
-  });
-  loop.run();
+  } else {
+    (void)loop.watch(ls, EPOLLIN, [&](uint32_t) {
+      for (;;) {
+        int c = ::accept4(ls, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) break;
+        take(c);
+      }
+    });
+  }
+  if (finished < expect || expect == 0) loop.run();
   bool all = true;
   for (const auto& f : result.flows) {
     result.verified_bytes += f.verified;
@@ -199,8 +224,12 @@ class Sender {
       dsts_.emplace_back();
       if (!target_of(to, a_.port, a_.kMode, dsts_.back().first, dsts_.back().second)) return 2;
     }
-    if (dsts_.empty()) {
+    if (dsts_.empty() && !a_.listen) {
       (void)target_of(a_.to, a_.port, a_.kMode, dst_, dlen_);  // says why
+      return 2;
+    }
+    if (a_.listen && (!dsts_.empty() || a_.bind)) {
+      std::cerr << "lanes-traffic send: --listen takes its flows from whoever connects: no --to or --bind\n";
       return 2;
     }
     if (a_.bind) binds_ = split_list(*a_.bind);
@@ -208,13 +237,18 @@ class Sender {
       std::cerr << "lanes-traffic send: --flows, --interval-ms and --chunk must be positive\n";
       return 2;
     }
+    // listening before the go: the receivers connect while it waits
+    if (a_.listen && (ls_ = listen_tcp(a_.port)) < 0) return 1;
     if (!wait_for_go(a_.wait_go)) return 1;
     if (!stop_on_signals(loop_, "send")) return 1;
     t0_ = Clock::now();
-    open_all();
-    for (size_t i = 0; i < flows_.size(); ++i)
-      if (!flows_[i].eof)
-        (void)loop_.watch(flows_[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, [this, i](uint32_t e) { on_flow(i, e); });
+    if (a_.listen) {
+      accept_all();
+    } else {
+      open_all();
+      for (size_t i = 0; i < flows_.size(); ++i)
+        if (!flows_[i].eof) watch_flow(i);
+    }
     if (open_ > 0) loop_.run();
     auto result = collect();
     std::cout << traffic::line_of(result) << "\n";
@@ -235,6 +269,7 @@ class Sender {
     Clock::time_point start, end;
     std::vector<uint64_t> per_interval;
     uint32_t retransmits = 0;
+    std::vector<traffic::Subflow> subflows;
   };
 
   // --total T: the flows share T bytes, taking --chunk bytes at a time as
@@ -266,6 +301,36 @@ class Sender {
     }
   }
 
+  void watch_flow(size_t i) {
+    (void)loop_.watch(flows_[i].fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, [this, i](uint32_t e) { on_flow(i, e); });
+  }
+
+  // --listen: flow i is the i-th connection accepted (those queued before
+  // the go first); every flow starts as it arrives
+  void accept_all() {
+    flows_.resize(static_cast<size_t>(a_.flows));
+    open_ = a_.flows;
+    for (size_t i = 0; i < flows_.size(); ++i) {
+      flows_[i].id = static_cast<uint32_t>(i);
+      flows_[i].allowed = striped() ? 0 : a_.bytes;
+    }
+    (void)loop_.watch(ls_, EPOLLIN, [this](uint32_t) {
+      while (accepted_ < flows_.size()) {
+        sockaddr_storage peer{};
+        socklen_t plen = sizeof peer;
+        int c = ::accept4(ls_, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) return;
+        Flow& f = flows_[accepted_];
+        f.fd = c;
+        f.start = Clock::now();
+        f.local_port = ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
+                                                        : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+        watch_flow(accepted_++);
+      }
+      loop_.unwatch(ls_);
+    });
+  }
+
   // a flow that ended is no longer watched (its socket stays open until the results)
   void ended(Flow& f) {
     f.eof = true;
@@ -275,6 +340,7 @@ class Sender {
   // all its bytes are out: it waits for the receiver's close
   void sent_all(Flow& f) {
     f.done = true;
+    f.subflows = mptcp_subflows(f.fd);  // (before its end closes them)
     ::shutdown(f.fd, SHUT_WR);
     (void)loop_.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
   }
@@ -346,6 +412,12 @@ class Sender {
     tcp_info ti{};
     socklen_t tl = sizeof ti;
     if (::getsockopt(f.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) f.retransmits = ti.tcpi_total_retrans;
+    if (auto now = mptcp_subflows(f.fd); !now.empty()) f.subflows = std::move(now);
+    if (!f.subflows.empty()) {
+      // an MPTCP socket's own TCP_INFO is its first subflow's
+      f.retransmits = 0;
+      for (const auto& s : f.subflows) f.retransmits += static_cast<uint32_t>(s.retransmits);
+    }
     f.end = Clock::now();
     ended(f);
   }
@@ -370,7 +442,7 @@ class Sender {
       errors += !f.error.empty() || f.sent != f.allowed || !f.done;
       slots = std::max(slots, f.per_interval.size());
       result.flows.push_back({f.id, f.local_port, f.sent, f.retransmits, f.error,
-                              std::chrono::duration<double>(f.end - f.start).count(), f.per_interval});
+                              std::chrono::duration<double>(f.end - f.start).count(), f.per_interval, f.subflows});
       if (f.fd >= 0) ::close(f.fd);
     }
     // steady rate: the interval sums after the first second, without the last interval
@@ -406,6 +478,8 @@ class Sender {
   Clock::time_point t0_;
   std::vector<Flow> flows_;
   int open_ = 0;  // flows not yet ended
+  int ls_ = -1;  // --listen's socket
+  size_t accepted_ = 0;  // --listen: the flows that have their connection
 };
 
 int send_main(const traffic::SendArgs& a) { return Sender(a).run(); }
@@ -882,6 +956,7 @@ template <class A> int run_mode(std::span<const std::string> words, int (*mode_m
     return 2;
   }
   g_congestion = a->congestion;
+  g_mptcp = a->mptcp;
   return mode_main(*a);
 }
 
@@ -905,9 +980,10 @@ int main(int argc, char** argv) {
   if (mode == "training") return run_mode(words, training_main);
   if (mode == "store") return run_mode(words, store_main);
   if (mode == "trace") return run_mode(words, trace_main);
-  std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N]\n"
+  std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N] [--from ADDR]\n"
                "       lanes-traffic send --to ADDR[,ADDR...] --port P --flows F --bytes N [--seed S] [--bind ADDR[,ADDR...]] [--wait-go] "
                "[--interval-ms MS]\n"
+               "       lanes-traffic send --listen --port P --flows F --bytes N ... (recv --from ADDR opens the flows)\n"
                "       lanes-traffic serve --port P [--seed S]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "
                "[--timeout SECONDS] [--wait-go]\n"
@@ -925,6 +1001,7 @@ int main(int argc, char** argv) {
                "       lanes-traffic store --port P --ranks N [--seed S]\n"
                "       lanes-traffic trace --trace FILE --rank R --ranks N --to NEXT --port P [--channels C] "
                "[--iterations I] [--scale X] [--seed S] [--timeout SECONDS] [--wait-go]\n"
-               "every mode: [--congestion NAME] sets the TCP congestion control of its TCP sockets\n";
+               "every mode: [--congestion NAME] sets the TCP congestion control of its TCP sockets;\n"
+               "            [--mptcp] makes them MPTCP sockets (the namespace's endpoints make the subflows)\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

@@ -243,7 +243,7 @@ class Store {
 
 // A blocking connection to the store, or -1 (WHY says why).
 int store_connect(const sockaddr_storage& dst, socklen_t len, double timeout_s, std::string& why) {
-  int fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(dst.ss_family, SOCK_STREAM | SOCK_CLOEXEC, stream_protocol());
   if (fd < 0) {
     why = std::string("socket: ") + std::strerror(errno);
     return -1;

@@ -21,9 +21,12 @@ inline std::string traffic_bin() {
 
 // Starts a receiver for FLOWS flows on PORT in namespace NS_FD; its JSON
 // lands in OUT.
-inline testbed::Daemon start_receiver(int ns_fd, int port, int flows, const std::string& out) {
+// EXTRA: more flags (--mptcp)
+inline testbed::Daemon start_receiver(int ns_fd, int port, int flows, const std::string& out,
+                                      const std::string& extra = "") {
   testbed::ProcessSpec spec{"lanes-traffic recv", {"sh", "-c", traffic_bin() + " recv --port " + std::to_string(port) +
-                                                                  " --flows " + std::to_string(flows) + " > " + out}};
+                                                                  " --flows " + std::to_string(flows) + " " + extra +
+                                                                  " > " + out}};
   spec.netns_fd = ns_fd;
   auto d = testbed::Daemon::start(spec);
   if (!d) throw d.error();

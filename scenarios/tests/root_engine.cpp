@@ -1,10 +1,14 @@
 // root tier: the traffic engine through the whole stack, every byte verified.
 
 #include <atomic>
+#include <fstream>
+#include <set>
 #include <catch2/catch.hpp>
 
 #include "bgp_support.hpp"
 #include "engine_support.hpp"
+#include "lanes/testbed/input_file.hpp"
+#include "lanes/testbed/mptcp.hpp"
 
 using namespace lanes::testbed;
 using lanes::test::eventually;
@@ -76,4 +80,83 @@ TEST_CASE("traffic engine carries a restore into the task IP through a NIC failu
   CHECK(r["all_complete"] == true);
   CHECK(r["verified_bytes"] == 400'000'000);
   CHECK(group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 3);
+}
+
+TEST_CASE("MPTCP egress: a subflow from every NIC of the job, a save it sends and a restore it opens, both ways verified",
+          "[root]") {
+  // laptop.xml with its job's egress mptcp
+  lanes::test::TempDir dir;
+  std::string xml = read_input_file(topology("laptop.xml"), "topology file");
+  xml.replace(xml.find("egress=\"ecmp\""), 13, "egress=\"mptcp\"");
+  std::string file = dir.path() + "/laptop-mptcp.xml";
+  std::ofstream(file) << xml;
+  ScopedRun run(file, true, lanes::test::host_roles());
+  auto job = Netns::open(lanes::hostnet::job_netns(run.id(), "h1")).value();
+  int storage = run.tb().netns(run.node("storage")).fd();
+  REQUIRE(eventually([&] { return group_members(run.tb().netlink(run.node("r1-tor")), "198.19.0.1/32").size() == 4; },
+                     std::chrono::seconds(20)));
+  const Node& h1 = run.topo().nodes.at(static_cast<size_t>(run.node("h1")));
+  // the path managers as the plan set them: the kernel's own word
+  auto pm = MptcpPm::open_in(job.fd(), "h1's job").value();
+  CHECK(pm.limits().value() == MptcpLimits{kMptcpMaxSubflows, 0});
+  std::set<std::string> endpoint_addrs;
+  auto endpoints = pm.endpoints();  // (held: a range-for over .value() of a temporary would dangle)
+  REQUIRE(endpoints);
+  for (const auto& e : endpoints.value()) {
+    CHECK(e.subflow);
+    endpoint_addrs.insert(e.addr.to_string());
+  }
+  std::set<std::string> job_addrs = {"198.19.0.1"};
+  for (const auto& nic : h1.nics) {
+    job_addrs.insert(nic.job_addr4.addr.to_string());
+    if (nic.index > 0) {
+      CHECK(endpoint_addrs.count(nic.job_addr4.addr.to_string()) == 1);
+      CHECK(endpoint_addrs.count(nic.job_addr6.addr.to_string()) == 1);
+    }
+  }
+  CHECK(endpoint_addrs.size() == 2 * (h1.nics.size() - 1));
+  CHECK(MptcpPm::open_in(storage, "storage").value().limits().value().subflows == kMptcpMaxSubflows);
+
+  // every flow's subflows: one from the task IP and one from each other NIC's address, all different
+  auto one_per_nic = [&](const nlohmann::json& flows, const char* side) {
+    for (const auto& f : flows) {
+      std::set<std::string> seen;
+      for (const auto& sf : f["subflows"]) {
+        std::string a = sf[side];
+        CHECK(job_addrs.count(a) == 1);
+        seen.insert(a);
+        CHECK(sf["bytes_acked"].get<uint64_t>() > 0);  // it carried some of the flow
+      }
+      CHECK(f["subflows"].size() == h1.nics.size());
+      CHECK(seen.size() == h1.nics.size());
+    }
+  };
+  std::string out = run.registry().dir(run.id()) + "/recv.json";
+  auto recv = lanes::test::start_receiver(storage, 5311, 2, out, "--mptcp");
+  auto s = lanes::test::send(job.fd(), "198.18.128.17", 5311, 2, 20'000'000, {"--mptcp"});
+  CHECK(s["connection_errors"] == 0);
+  one_per_nic(s["flows"], "local");
+  CHECK(recv.wait() == 0);
+  CHECK(lanes::test::read_json(out)["verified_bytes"] == 40'000'000);
+
+  // the restore: storage listens, the job opens the connections
+  ProcessSpec spec{"lanes-traffic send --listen",
+                   {"sh", "-c", lanes::test::traffic_bin() + " send --listen --mptcp --port 5312 --flows 2 --bytes 20000000 > " +
+                                    run.registry().dir(run.id()) + "/send.json"}};
+  spec.netns_fd = storage;
+  auto sender = Daemon::start(spec).value();
+  lanes::test::wait_listening(storage, 5312);
+  ProcessSpec rspec{"lanes-traffic recv --from", {lanes::test::traffic_bin(), "recv", "--from", "198.18.128.17", "--port",
+                                                  "5312", "--flows", "2", "--mptcp"}};
+  rspec.netns_fd = job.fd();
+  rspec.new_session = false;
+  auto r = run_capture(rspec, std::chrono::seconds(120));
+  REQUIRE(r);
+  auto got = nlohmann::json::parse(r.value().out);
+  CHECK(got["all_complete"] == true);
+  CHECK(got["verified_bytes"] == 40'000'000);
+  CHECK(sender.wait() == 0);
+  auto sent = lanes::test::read_json(run.registry().dir(run.id()) + "/send.json");
+  CHECK(sent["connection_errors"] == 0);
+  one_per_nic(sent["flows"], "remote");
 }

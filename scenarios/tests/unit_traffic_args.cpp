@@ -56,6 +56,24 @@ TEST_CASE("every lanes-traffic mode's flags read back as they were written", "[u
   CHECK(s.wait_go);
   CHECK(s.congestion == "reno");
   CHECK(s.bytes == traffic::SendArgs{}.bytes);  // a default stays the default
+  CHECK_FALSE(s.mptcp);
+  CHECK_FALSE(s.listen);
+
+  // MPTCP's restore: the sender listens, the receiver opens the flows
+  traffic::SendArgs listening;
+  listening.listen = true;
+  listening.mptcp = true;
+  auto l = round_trip(listening);
+  CHECK(l.listen);
+  CHECK(l.mptcp);
+  traffic::RecvArgs from;
+  from.from = "2001:2::5";
+  from.flows = 4;
+  from.mptcp = true;
+  auto rf = round_trip(from);
+  CHECK(rf.from == from.from);
+  CHECK(rf.mptcp);
+  CHECK_FALSE(round_trip(traffic::RecvArgs{}).from);
 
   traffic::FetchArgs fetch;
   fetch.to = "198.18.1.1";

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
 
@@ -59,6 +61,15 @@ std::string describe(const KernelChange& c) {
           },
           [](const change::AddRoute& r) { return "route " + r.route.describe(); },
           [](const change::AddRule& r) { return "rule " + r.rule.describe(); },
+          [](const change::MptcpLimitsSet& l) {
+            return fmt::format("mptcp limits subflows {} add_addr_accepted {}", l.limits.subflows,
+                               l.limits.add_addr_accepted);
+          },
+          [](const change::MptcpEndpointAdd& e) {
+            auto d = e.endpoint;
+            d.ifindex = 0;
+            return fmt::format("mptcp endpoint {}{}", d.describe(), e.ifname.empty() ? "" : " dev " + e.ifname);
+          },
       },
       c);
 }
@@ -71,6 +82,16 @@ std::vector<std::string> KernelPlan::lines() const {
 }
 
 Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::function<bool()>& stop) {
+  // a generic netlink socket per namespace whose MPTCP path manager the plan sets
+  std::map<std::string, MptcpPm> pms;
+  auto pm_of = [&](const std::string& ns) -> Result<MptcpPm*> {
+    if (auto it = pms.find(ns); it != pms.end()) return &it->second;
+    int fd = targets.ns_fd ? targets.ns_fd(ns) : -1;
+    if (fd < 0) return os_error(ENOENT, "no namespace " + ns);
+    auto pm = MptcpPm::open_in(fd, ns);
+    if (!pm) return pm.error();
+    return &pms.emplace(ns, std::move(pm).value()).first->second;
+  };
   for (const auto& pc : plan.changes()) {
     if (stop && stop()) return os_error(EINTR, "bringing up " + pc.ns);
     Netlink* nl = targets.netlink(pc.ns);
@@ -128,6 +149,16 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
             [&](const change::Group& g) { return nl->add_nexthop_group(g.id, g.members, g.resilient); },
             [&](const change::AddRoute& r) { return nl->add_route(r.route); },
             [&](const change::AddRule& r) { return nl->add_rule(r.rule); },
+            [&](const change::MptcpLimitsSet& l) -> Status {
+              auto pm = pm_of(pc.ns);
+              if (!pm) return pm.error();
+              return pm.value()->set_limits(l.limits);
+            },
+            [&](const change::MptcpEndpointAdd& e) -> Status {
+              auto pm = pm_of(pc.ns);
+              if (!pm) return pm.error();
+              return pm.value()->add_endpoint(e.endpoint);
+            },
         },
         pc.change);
     if (!st) return in_context(pc.ns + ": " + describe(pc.change), st.error());

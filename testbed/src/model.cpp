@@ -22,13 +22,14 @@ const char* to_string(EgressMode m) {
     case EgressMode::bpf_numa: return "bpf-numa";
     case EgressMode::bind: return "bind";
     case EgressMode::active_backup: return "active-backup";
+    case EgressMode::mptcp: return "mptcp";
   }
   return "?";
 }
 
 std::optional<EgressMode> parse_egress_mode(const std::string& s) {
   for (auto m : {EgressMode::single, EgressMode::ecmp, EgressMode::bpf, EgressMode::bpf_numa, EgressMode::bind,
-                 EgressMode::active_backup})
+                 EgressMode::active_backup, EgressMode::mptcp})
     if (s == to_string(m)) return m;
   return std::nullopt;
 }

@@ -10,7 +10,7 @@ namespace lanes::testbed {
 const std::vector<OverrideAttr>& override_attrs() {
   using K = OverrideAttr::Kind;
   static const std::vector<OverrideAttr> a = {
-      {"egress", "job", K::choice, "single|ecmp|bpf|bpf-numa|bind|active-backup"},
+      {"egress", "job", K::choice, "single|ecmp|bpf|bpf-numa|bind|active-backup|mptcp"},
       {"vip", "job", K::choice, "per-nic|add-path"},
       {"family", "job", K::choice, "dual|ipv4|ipv6"},
       {"injector", "job", K::choice, "lanes|exabgp|bird"},

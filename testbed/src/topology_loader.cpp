@@ -491,7 +491,7 @@ void Loader::load_hosts(const pugi::xml_node& n, int rack_index) {
     if (auto a = j.attribute("egress")) {
       auto m = parse_egress_mode(a.value());
       if (!m)
-        problem(j, "<job> egress=\"{}\": expected single, ecmp, bpf, bpf-numa, bind or active-backup", a.value());
+        problem(j, "<job> egress=\"{}\": expected single, ecmp, bpf, bpf-numa, bind, active-backup or mptcp", a.value());
       else
         job_template.egress = *m;
     }

@@ -98,6 +98,10 @@ TEST_CASE("typed routes: a prefix of either family, a target, and a line that sa
   rule.table = 100;
   rule.priority = 100;
   CHECK(rule.describe() == "-6 from 2001:2::1/128 table 100 pref 100");
+  // the MPTCP path manager's changes, as `ip mptcp` would say them
+  CHECK(describe(change::MptcpLimitsSet{{8, 0}}) == "mptcp limits subflows 8 add_addr_accepted 0");
+  CHECK(describe(change::MptcpEndpointAdd{{2, *parse_ip("198.18.0.9"), 302, true, false}, "eth2"}) ==
+        "mptcp endpoint 198.18.0.9 id 2 subflow dev eth2");
 }
 
 TEST_CASE("an error in context keeps its code and says where it happened once", "[unit]") {

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "workloads.hpp"
 
@@ -17,9 +18,67 @@ const Attrs& Checkpoint::attrs() const {
   return a;
 }
 
+namespace {
+
+bool on_mptcp(const testbed::Node& h) { return h.job && h.job->egress == testbed::EgressMode::mptcp; }
+
+// An MPTCP restore is read by the job: its container opens the connection
+// (a recv --from the storage server's send --listen). The kernel's path
+// manager makes subflows only from the side that connected; measured with
+// the job accepting and announcing its NICs' addresses instead, only one
+// of three announcements was taken while its endpoints also made subflows.
+bool job_connects(bool save, const testbed::Node& h) { return save || on_mptcp(h); }
+
+// MPTCP: the NIC of each subflow of each flow, by the job's address on its
+// job side (JOB_LOCAL: the sender is the job). The first subflow is the
+// task IP's: it leaves by the first NIC with carrier, NIC 0 while it is up.
+// Per NIC: subflows, the bytes they carried (acknowledged), and per flow
+// the fewest NICs any flow used.
+json mptcp_figures(const traffic::SendResult& s, const testbed::Node& h, bool job_local) {
+  const size_t n = h.nics.size();
+  auto nic_of = [&](const std::string& a) -> int {
+    if (a == h.job->task_ip4.to_string() || a == h.job->task_ip6.to_string()) return 0;
+    for (const auto& nic : h.nics)
+      if (a == nic.job_addr4.addr.to_string() || a == nic.job_addr6.addr.to_string()) return nic.index;
+    return -1;
+  };
+  std::vector<int> subflows(n, 0);
+  std::vector<uint64_t> bytes(n, 0);
+  uint64_t total = 0;
+  int fewest = static_cast<int>(n), most_subflows = 0, foreign = 0;
+  for (const auto& fl : s.flows) {
+    std::vector<bool> used(n, false);
+    for (const auto& sf : fl.subflows) {
+      int k = nic_of(job_local ? sf.local : sf.remote);
+      if (k < 0 || static_cast<size_t>(k) >= n) {
+        ++foreign;
+        continue;
+      }
+      used[static_cast<size_t>(k)] = true;
+      ++subflows[static_cast<size_t>(k)];
+      bytes[static_cast<size_t>(k)] += sf.bytes_acked;
+      total += sf.bytes_acked;
+    }
+    fewest = std::min(fewest, static_cast<int>(std::count(used.begin(), used.end(), true)));
+    most_subflows = std::max(most_subflows, static_cast<int>(fl.subflows.size()));
+  }
+  json f;
+  f["mptcp_subflows_per_nic"] = subflows;
+  std::vector<double> share;
+  for (auto b : bytes) share.push_back(total ? std::round(1000.0 * static_cast<double>(b) / static_cast<double>(total)) / 10 : 0.0);
+  f["mptcp_bytes_share_per_nic"] = share;
+  f["mptcp_min_nics_per_flow"] = s.flows.empty() ? 0 : fewest;
+  f["mptcp_max_subflows_per_flow"] = most_subflows;
+  if (foreign) f["mptcp_subflows_elsewhere"] = foreign;  // from or to none of the job's addresses
+  return f;
+}
+
+}  // namespace
+
 // One transfer per host (rack="...": every job host of the rack at once);
 // servers[i] and clients[i] are host i's receiver and sender. A save from
-// several hosts into one server listens on a port each.
+// several hosts into one server listens on a port each, as does an MPTCP
+// restore's sender.
 void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   const Step& st = w.step;
   const auto& topo = ctx.topo();
@@ -27,46 +86,73 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
   const int flows = st.integer("flows", 16);
   w.hosts = hosts_of(st, topo);
   const auto& hosts = w.hosts;
-  w.port = ctx.take_ports(save_ ? static_cast<int>(hosts.size()) : 1);
+  auto node = [&](size_t i) -> const testbed::Node& { return topo.nodes.at(static_cast<size_t>(topo.find_node(hosts[i]))); };
+  size_t opening = 0;  // hosts whose job opens the connections
+  for (size_t i = 0; i < hosts.size(); ++i) opening += job_connects(save_, node(i));
+  bool reversed = !save_ && opening > 0;
+  if (reversed && opening != hosts.size())
+    throw StepError(fmt::format("{}: a restore to hosts of which some are on MPTCP egress and some not: their jobs "
+                                "would open some of the connections and the server the others; restore them apart",
+                                st.str("name")));
+  bool port_each = save_ || reversed;
+  w.port = ctx.take_ports(port_each ? static_cast<int>(hosts.size()) : 1);
   std::string base = ctx.out_base(st.str("name"));
   auto file = [&](const char* role, size_t i) {
     return hosts.size() == 1 ? fmt::format("{}.{}.json", base, role) : fmt::format("{}.{}-{}.json", base, role, hosts[i]);
   };
-  auto port = [&](size_t i) { return save_ ? w.port + static_cast<int>(i) : w.port; };
+  auto port = [&](size_t i) { return port_each ? w.port + static_cast<int>(i) : w.port; };
   auto receiver_ns = [&](size_t i) { return save_ ? ctx.node_ns(server) : ctx.job_ns(hosts[i]); };
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    traffic::RecvArgs recv;
-    recv.port = port(i);
-    recv.flows = flows;
-    recv.seed = ctx.seed();
-    w.servers.push_back(ctx.start_traffic("recv", receiver_ns(i), recv, file("recv", i)));
-  }
-  for (size_t i = 0; i < hosts.size(); ++i)
-    ctx.wait_listening(receiver_ns(i), port(i), false, save_ ? server : hosts[i] + "'s job");
+  auto sender_ns = [&](size_t i) { return save_ ? ctx.job_ns(hosts[i]) : ctx.node_ns(server); };
+  auto v6_of = [&](size_t i) { return wants_v6(st, &node(i)); };
+  auto start_receivers = [&] {
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      traffic::RecvArgs recv;
+      recv.port = port(i);
+      recv.flows = flows;
+      recv.seed = ctx.seed();
+      recv.mptcp = on_mptcp(node(i));
+      if (!save_ && job_connects(save_, node(i))) recv.from = ctx.server_addr(server, v6_of(i));
+      w.servers.push_back(ctx.start_traffic("recv", receiver_ns(i), recv, file("recv", i)));
+    }
+  };
   // the senders start held and get their go together: started one after
   // another, the first transfers would starve the starting of the others
   // (64 senders took 8.7 s on 2 cores)
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    const auto& h = topo.nodes.at(static_cast<size_t>(topo.find_node(hosts[i])));
-    bool v6 = wants_v6(st, &h);
-    traffic::SendArgs send;
-    send.to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
-    if (h.job->egress == testbed::EgressMode::bind) {
-      // the road the seed did not take: the application binds each flow to
-      // a NIC's address in turn (a save from it, a restore to it)
-      std::string nics;
-      for (const auto& nic : h.nics)
-        nics += (nics.empty() ? "" : ",") + (v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
-      if (save_) send.bind = nics;
-      else send.to = nics;
+  auto start_senders = [&] {
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      const auto& h = node(i);
+      bool v6 = v6_of(i);
+      traffic::SendArgs send;
+      send.to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
+      if (h.job->egress == testbed::EgressMode::bind) {
+        // the road the seed did not take: the application binds each flow to
+        // a NIC's address in turn (a save from it, a restore to it)
+        std::string nics;
+        for (const auto& nic : h.nics)
+          nics += (nics.empty() ? "" : ",") + (v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
+        if (save_) send.bind = nics;
+        else send.to = nics;
+      }
+      send.mptcp = on_mptcp(h);
+      send.listen = !job_connects(save_, h) ? false : !save_;  // a restore the job opens
+      if (send.listen) send.to.clear();
+      send.port = port(i);
+      send.flows = flows;
+      send.total = st.bytes("bytes");
+      send.seed = ctx.seed();
+      send.wait_go = true;
+      w.clients.push_back(ctx.start_traffic("send", sender_ns(i), send, file("send", i), true));
     }
-    send.port = port(i);
-    send.flows = flows;
-    send.total = st.bytes("bytes");
-    send.seed = ctx.seed();
-    send.wait_go = true;
-    w.clients.push_back(
-        ctx.start_traffic("send", save_ ? ctx.job_ns(hosts[i]) : ctx.node_ns(server), send, file("send", i), true));
+  };
+  if (reversed) {
+    start_senders();
+    for (size_t i = 0; i < hosts.size(); ++i) ctx.wait_listening(sender_ns(i), port(i), false, server);
+    start_receivers();
+  } else {
+    start_receivers();
+    for (size_t i = 0; i < hosts.size(); ++i)
+      ctx.wait_listening(receiver_ns(i), port(i), false, save_ ? server : hosts[i] + "'s job");
+    start_senders();
   }
   w.start_s = ctx.now_s();
   ctx.go(w.clients);
@@ -79,10 +165,12 @@ json Checkpoint::figures(const WorkloadRun& w, double, StepContext& ctx) const {
   for (size_t i = 0; i < w.hosts.size(); ++i) {
     const auto& h = topo.nodes.at(static_cast<size_t>(topo.find_node(w.hosts[i])));
     // the BPF flow table keys a flow by its port on the far side of the job
-    int port = save_ ? w.port + static_cast<int>(i) : w.port;
-    each.push_back(transfer_figures(traffic::read_result<traffic::SendResult>(w.clients[i].out),
-                                    traffic::read_result<traffic::RecvResult>(w.servers[i].out), st.bytes("bytes"),
-                                    st.integer("flows", 16), ctx.bpf_flow_nics(w.hosts[i], port), h.nics.size()));
+    int port = save_ || job_connects(save_, h) ? w.port + static_cast<int>(i) : w.port;
+    auto sent = traffic::read_result<traffic::SendResult>(w.clients[i].out);
+    each.push_back(transfer_figures(sent, traffic::read_result<traffic::RecvResult>(w.servers[i].out),
+                                    st.bytes("bytes"), st.integer("flows", 16), ctx.bpf_flow_nics(w.hosts[i], port),
+                                    h.nics.size()));
+    if (on_mptcp(h) && sent) each.back().update(mptcp_figures(*sent, h, save_));
   }
   if (each.size() == 1) return each[0];
   return rack_transfer_figures(w.hosts, each, st.integer("flows", 16));
@@ -92,6 +180,9 @@ std::string Checkpoint::summary(const json& f) const {
   std::string placed;
   for (const auto& n : f.value("bpf_flows_per_nic", json::array()))
     placed += (placed.empty() ? " · BPF flows per NIC " : " ") + std::to_string(n.get<int>());
+  for (const auto& n : f.value("mptcp_subflows_per_nic", json::array()))
+    placed += (placed.empty() || placed.find("MPTCP") == std::string::npos ? " · MPTCP subflows per NIC " : " ") +
+              std::to_string(n.get<int>());
   return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits{}", f.value("throughput_gbps", 0.0),
                      f.value("seconds", 0.0), f.value("connection_errors", 0), verified_words(f),
                      f.value("retransmits", 0), placed);

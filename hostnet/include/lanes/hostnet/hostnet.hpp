@@ -40,6 +40,8 @@ std::string job_netns(const std::string& run_id, const std::string& host);
 // egress active-backup: the metric of the container's default route by NIC
 // K (the lowest index that has carrier carries everything)
 uint32_t active_backup_metric(int nic);
+// mptcp: the id of the container's MPTCP endpoint for NIC k's address (k ≥ 1)
+uint8_t mptcp_endpoint_id(int nic, bool v6);
 // Names of NIC k's container link on each side.
 std::string host_side_ifname(int nic);
 std::string container_ifname(int nic);

@@ -22,6 +22,7 @@ namespace lanes::scenarios::traffic {
 // Flags every mode takes
 struct CommonArgs {
   std::string congestion;  // TCP congestion control of its TCP sockets; empty: the namespace's default
+  bool mptcp = false;  // its TCP sockets are MPTCP sockets (IPPROTO_MPTCP)
 };
 
 // recv: counts and verifies the flows of send
@@ -30,10 +31,14 @@ struct RecvArgs : CommonArgs {
   int port = 5301;
   uint64_t seed = 1;
   int flows = 0;  // ends after this many flows finished (0: at SIGTERM)
+  // set: it opens the --flows connections, to a send --listen at this
+  // address and --port, instead of accepting them
+  std::optional<std::string> from;
   template <class V> void fields(V&& v) {
     v("--port", port);
     v("--seed", seed);
     v("--flows", flows);
+    v("--from", from);
   }
 };
 
@@ -50,6 +55,7 @@ struct SendArgs : CommonArgs {
   int interval_ms = 100;
   std::optional<std::string> bind;
   bool wait_go = false;
+  bool listen = false;  // it accepts the --flows connections on --port (a recv --from opens them) instead of --to
   template <class V> void fields(V&& v) {
     v("--to", to);
     v("--port", port);
@@ -61,6 +67,7 @@ struct SendArgs : CommonArgs {
     v("--interval-ms", interval_ms);
     v("--bind", bind);
     v("--wait-go", wait_go);
+    v("--listen", listen);
   }
 };
 
@@ -310,6 +317,7 @@ template <class A> std::vector<std::string> to_argv(const A& args) {
   auto copy = args;
   copy.fields([&](std::string_view flag, const auto& member) { detail::put(out, flag, member); });
   if (!args.congestion.empty()) detail::put(out, "--congestion", args.congestion);
+  if (args.mptcp) out.push_back("--mptcp");
   return out;
 }
 
@@ -337,6 +345,7 @@ template <class A> std::optional<A> parse(std::span<const std::string> words, st
       }
     };
     one("--congestion", a.congestion);
+    one("--mptcp", a.mptcp);
     a.fields(one);
     if (!known) {
       error = flag + ": not a flag of " + std::string(A::kMode);

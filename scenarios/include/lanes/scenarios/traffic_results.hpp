@@ -13,6 +13,13 @@
 namespace lanes::scenarios::traffic {
 
 // send: F flows to one receiver
+// an MPTCP connection's subflow as the sender saw it last: its two
+// addresses and what of the flow it carried (acknowledged bytes)
+struct Subflow {
+  std::string local, remote;
+  uint64_t bytes_acked = 0;
+  uint64_t retransmits = 0;
+};
 struct SendFlow {
   uint32_t flow = 0;
   int local_port = 0;  // the flow's source port (the BPF flow table's key)
@@ -21,6 +28,7 @@ struct SendFlow {
   std::string error;
   double seconds = 0;
   std::vector<uint64_t> per_interval;  // bytes sent per --interval-ms
+  std::vector<Subflow> subflows;  // --mptcp: its subflows
 };
 struct SendResult {
   std::string role = "send";
@@ -160,8 +168,9 @@ struct TraceResult {
 
 // Missing fields read as their defaults (an older lanes-traffic, or a field
 // this one leaves out); a field of the wrong type makes the read fail.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Subflow, local, remote, bytes_acked, retransmits)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
-                                                per_interval)
+                                                per_interval, subflows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendResult, role, flows, bytes, steady_gbps, interval_bytes, seconds,
                                                 gbps, connection_errors, interval_ms, to, congestion)
 void to_json(nlohmann::json& j, const RecvFlow& x);  // first_bad_offset only when there is one

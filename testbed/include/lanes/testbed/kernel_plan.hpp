@@ -1,6 +1,6 @@
 #pragma once
 // Bring-up as data: the kernel changes a run makes (links, addresses,
-// neighbours, qdiscs, nexthops, routes, rules), each naming the namespace
+// neighbours, qdiscs, nexthops, routes, rules, MPTCP endpoints), each naming the namespace
 // it is made in, computed from the topology by pure functions (the fabric's
 // in testbed, a host's in hostnet) and applied by one function that logs every
 // change. What a topology becomes is therefore checked without root, by
@@ -15,6 +15,7 @@
 
 #include "lanes/testbed/impair.hpp"
 #include "lanes/testbed/address.hpp"
+#include "lanes/testbed/mptcp.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/result.hpp"
 
@@ -93,6 +94,14 @@ struct AddRoute {
 struct AddRule {
   Rule rule;
 };
+// the namespace's MPTCP path manager (mptcp.hpp): its limits, an endpoint
+struct MptcpLimitsSet {
+  MptcpLimits limits;
+};
+struct MptcpEndpointAdd {
+  MptcpEndpoint endpoint;
+  std::string ifname;  // the endpoint's device, named in the plan's lines
+};
 }  // namespace change
 
 // The largest GSO packet the emulated endpoints (job containers, servers)
@@ -105,7 +114,8 @@ struct AddRule {
 inline constexpr uint32_t kEndpointGsoMaxSize = 16 * 1024;
 
 using KernelChange = std::variant<change::Veth, change::Netkit, change::Vxlan, change::LinkUp, change::Address, change::Neighbor,
-                                  change::Tbf, change::Impair, change::Nexthop, change::Group, change::AddRoute, change::AddRule>;
+                                  change::Tbf, change::Impair, change::Nexthop, change::Group, change::AddRoute, change::AddRule,
+                                  change::MptcpLimitsSet, change::MptcpEndpointAdd>;
 
 // One line for a change: "veth swp1 (100) <-> eth0 (100) in lanes-ab12-h1",
 // "route default table 201 via 198.18.0.1 dev 100".

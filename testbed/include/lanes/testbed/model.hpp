@@ -25,7 +25,7 @@ const char* to_string(NodeKind k);
 enum class ServerRole { storage, param };
 const char* to_string(ServerRole r);
 
-enum class EgressMode { single, ecmp, bpf, bpf_numa, bind, active_backup };
+enum class EgressMode { single, ecmp, bpf, bpf_numa, bind, active_backup, mptcp };
 const char* to_string(EgressMode m);
 std::optional<EgressMode> parse_egress_mode(const std::string& s);
 
