@@ -87,9 +87,10 @@ int cmd_features([[maybe_unused]] const CliContext& cli, const std::vector<std::
   }
   auto yn = [](bool b) { return b ? "yes" : "no"; };
   out << fmt::format("kernel            {}\nnetkit            {}\ndummy             {}\nnetem             {}\n"
-                     "tbf               {}\nnexthop objects   {}\nresilient groups  {}\nbpf               {}\n",
+                     "tbf               {}\nnexthop objects   {}\nresilient groups  {}\nmptcp             {}\n"
+                     "bpf               {}\n",
                      f.kernel, yn(f.netkit), yn(f.dummy), yn(f.netem), yn(f.tbf), yn(f.nexthop_objects),
-                     yn(f.resilient_groups), f.bpf ? "yes" : "no (" + f.bpf_error + ")");
+                     yn(f.resilient_groups), yn(f.mptcp), f.bpf ? "yes" : "no (" + f.bpf_error + ")");
   out << "impairments       " << f.impairments() << "\n";
   out << "privileges        " << f.privileges() << "\n";
   if (!f.notes.empty()) out << "notes: " << f.notes << "\n";

@@ -203,6 +203,8 @@ TEST_CASE("lanes features agrees with what iproute2 can create in a scratch name
   CHECK(j["resilient_groups"].get<bool>() ==
         can("ip link add v0 type veth peer name v1 && ip link set v0 up && ip link set v1 up && "
             "ip nexthop add id 1 dev v0 && ip nexthop add id 2 group 1 type resilient buckets 8"));
+  // MPTCP: the path manager takes an endpoint only where the kernel has it
+  CHECK(j["mptcp"].get<bool>() == can("ip mptcp endpoint add 198.18.0.1 id 1 subflow"));
   CHECK(j["tbf"] == true);
   CHECK(j["bpf"] == true);  // root can load BPF programs
   // the components a user may bring: installed as the shell finds them

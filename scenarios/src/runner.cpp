@@ -325,6 +325,30 @@ class PhaseRun final : public StepContext {
     return s.empty() ? s : s + ")";
   }
   int node(const std::string& name) const { return topo_.find_node(name); }
+  // Whether what runs in namespace NS speaks MPTCP: the job of a host on
+  // egress mptcp, and every server where a job is (a listener of MPTCP
+  // takes plain TCP too; a connection to a plain listener falls back)
+  bool on_mptcp(int ns) {
+    auto mptcp = [](const tb::Node& n) { return n.job && n.job->egress == tb::EgressMode::mptcp; };
+    if (std::none_of(topo_.nodes.begin(), topo_.nodes.end(), mptcp)) return false;
+    auto of_node = [&](const std::string& name, bool job) {
+      int i = node(name);
+      if (i < 0) return false;
+      const auto& n = topo_.nodes.at(static_cast<size_t>(i));
+      return job ? mptcp(n) : n.kind == tb::NodeKind::server;
+    };
+    if (ns <= kRemoteNs) {
+      const std::string& where = remote_ns_.at(static_cast<size_t>(kRemoteNs - ns)).second;
+      bool job = where.size() > 4 && where.ends_with(".job");
+      return of_node(job ? where.substr(0, where.size() - 4) : where, job);
+    }
+    for (const auto& [host, h] : job_ns_)
+      if (h.fd() == ns) return of_node(host, true);
+    for (size_t i = 0; i < topo_.nodes.size(); ++i)
+      if (topo_.nodes[i].kind == tb::NodeKind::server && live_ && live_->tb().netns(static_cast<int>(i)).fd() == ns)
+        return true;
+    return false;
+  }
   const tb::Node& N(const std::string& name) const { return topo_.nodes.at(static_cast<size_t>(node(name))); }
   const tb::Link& nic_link(const std::string& host, int nic) const {
     return topo_.links.at(static_cast<size_t>(N(host).nics.at(static_cast<size_t>(nic)).link));
@@ -417,6 +441,7 @@ class PhaseRun final : public StepContext {
     std::string what = "lanes-traffic " + (args.empty() ? std::string() : args[0]);
     args.insert(args.begin(), traffic());
     args.insert(args.end(), {"--congestion", sc_.tcp_congestion});
+    if (on_mptcp(ns) && std::find(args.begin(), args.end(), "--mptcp") == args.end()) args.push_back("--mptcp");
     tb::ProcessSpec spec{what, std::move(args)};
     spec.netns_fd = ns;
     spec.log_path = out;

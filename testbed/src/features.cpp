@@ -4,6 +4,8 @@
 
 #include <fcntl.h>
 #include <sched.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@ nlohmann::json KernelFeatures::to_json() const {
           {"tbf", tbf},
           {"nexthop_objects", nexthop_objects},
           {"resilient_groups", resilient_groups},
+          {"mptcp", mptcp},
           {"rootless", rootless},
           {"privileges", privileges()},
           {"bpf", bpf},
@@ -61,7 +64,15 @@ Status check_kernel_for(const Topology& topo) {
   const Link* first = nullptr;
   for (const auto& l : topo.links)
     if (l.impair.netem() && !first) first = &l;
-  if (!first || probe_kernel_features().netem) return {};
+  auto mptcp_job = std::find_if(topo.nodes.begin(), topo.nodes.end(),
+                                [](const Node& n) { return n.job && n.job->egress == EgressMode::mptcp; });
+  if (!first && mptcp_job == topo.nodes.end()) return {};
+  KernelFeatures f = probe_kernel_features();
+  if (mptcp_job != topo.nodes.end() && !f.mptcp)
+    return os_error(ENOTSUP, fmt::format("{}: egress=\"mptcp\": this kernel has no MPTCP (CONFIG_MPTCP), or "
+                                         "net.mptcp.enabled is 0 in a new namespace",
+                                         mptcp_job->name));
+  if (!first || f.netem) return {};
   return os_error(ENOTSUP, fmt::format("{}:{}: {} {}", first->impair_loc.file, first->impair_loc.line,
                                        first->impair.netem_parts(), netem_missing()));
 }
@@ -100,6 +111,10 @@ KernelFeatures probe_kernel_features() {
         f.netkit = nk.ok();
         if (!nk) log::debug("feature probe: {}", nk.error().what());
         f.dummy = nl.create_dummy("probe-d", 0).ok();
+        if (int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_MPTCP); s >= 0) {
+          f.mptcp = true;
+          ::close(s);
+        }
         auto veth = nl.create_veth("probe0", 0, "probe1", 0, -1, "");
         if (!veth) return veth.error();
         auto idx = nl.ifindex("probe0");
@@ -119,6 +134,7 @@ KernelFeatures probe_kernel_features() {
   if (!f.netem)
     f.notes += "no netem: link delay, jitter, reordering and corruption are unavailable (loss and duplication use "
                "lanes' own BPF program, silent drops nftables); ";
+  if (!f.mptcp) f.notes += "no MPTCP: egress mptcp is refused; ";
   if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
   {
     // while the probe loads, libbpf's complaints are its answer, not a warning

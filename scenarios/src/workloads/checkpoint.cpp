@@ -22,7 +22,8 @@ namespace {
 
 bool on_mptcp(const testbed::Node& h) { return h.job && h.job->egress == testbed::EgressMode::mptcp; }
 
-// An MPTCP restore is read by the job: its container opens the connection
+// (The runner makes the sockets of a job on MPTCP egress and of the servers
+// MPTCP.) An MPTCP restore is read by the job: its container opens the connection
 // (a recv --from the storage server's send --listen). The kernel's path
 // manager makes subflows only from the side that connected; measured with
 // the job accepting and announcing its NICs' addresses instead, only one
@@ -110,7 +111,6 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
       recv.port = port(i);
       recv.flows = flows;
       recv.seed = ctx.seed();
-      recv.mptcp = on_mptcp(node(i));
       if (!save_ && job_connects(save_, node(i))) recv.from = ctx.server_addr(server, v6_of(i));
       w.servers.push_back(ctx.start_traffic("recv", receiver_ns(i), recv, file("recv", i)));
     }
@@ -133,7 +133,6 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
         if (save_) send.bind = nics;
         else send.to = nics;
       }
-      send.mptcp = on_mptcp(h);
       send.listen = !job_connects(save_, h) ? false : !save_;  // a restore the job opens
       if (send.listen) send.to.clear();
       send.port = port(i);

@@ -20,6 +20,7 @@ struct KernelFeatures {
   bool tbf = false;
   bool nexthop_objects = false;
   bool resilient_groups = false;
+  bool mptcp = false;  // a namespace's sockets may be MPTCP (CONFIG_MPTCP, net.mptcp.enabled): egress mptcp
   bool rootless = false;  // lanes runs without root, in the user's own user namespace (rootless.hpp)
   bool bpf = false;       // this process can load a tc BPF program
   std::string bpf_error;  // why not, when it cannot
@@ -35,8 +36,8 @@ struct KernelFeatures {
 KernelFeatures probe_kernel_features();
 
 // What TOPO asks of the kernel that it lacks: an impairment that needs
-// netem on a kernel without it, named at its element's file:line. Probes
-// only when the topology asks.
+// netem on a kernel without it, named at its element's file:line; a job on
+// egress mptcp where there is no MPTCP. Probes only when the topology asks.
 Status check_kernel_for(const Topology& topo);
 
 }  // namespace lanes::testbed
