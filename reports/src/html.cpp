@@ -439,6 +439,37 @@ std::string figure_text(const WorkloadResult& w) {
   return out;
 }
 
+// The phases side by side (result.hpp's PhaseTable): a row per phase, a
+// column per workload that ran in more than one
+void phases_side_by_side(std::ostringstream& o, const PhaseTable& t) {
+  if (t.empty()) return;
+  o << "<h3>Phases side by side</h3><p class=\"muted\">each workload against phase " << esc(t.baseline)
+    << ": its rate and the ratio, the host's NIC shares, the machine's CPU-seconds per Gbit moved, its time; "
+       "✗ where a connection failed or a byte did not verify</p><table><tr><th>phase</th><th>egress</th>";
+  for (const auto& w : t.workloads) o << "<th>" << esc(w) << "</th>";
+  o << "</tr>";
+  for (const auto& r : t.rows) {
+    o << "<tr><td>" << esc(r.phase) << "</td><td>" << esc(r.egress) << "</td>";
+    for (const auto& w : t.workloads) {
+      auto it = r.cells.find(w);
+      if (it == r.cells.end()) {
+        o << "<td class=\"muted\">—</td>";
+        continue;
+      }
+      const PhaseCell& c = it->second;
+      std::string share;
+      for (double x : c.nic_share) share += fmt::format("{}{:.0f}", share.empty() ? "" : "/", x);
+      bool bad = c.connection_errors > 0 || !c.bytes_verified;
+      o << "<td>" << (c.ratio ? fmt::format("<b>{:.2f}x</b> · ", *c.ratio) : std::string())
+        << fmt::format("{:.3f} Gbit/s", c.gbps) << (share.empty() ? "" : "<br>" + share + " %")
+        << "<br>" << (c.cpu_s_per_gbit ? fmt::format("{:.2f} CPU-s/Gbit · ", *c.cpu_s_per_gbit) : std::string())
+        << fmt::format("{:.2f} s", c.seconds) << (bad ? " <span class=\"fail\">✗</span>" : "") << "</td>";
+    }
+    o << "</tr>";
+  }
+  o << "</table>";
+}
+
 void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
   o << fmt::format(R"(<section id="s{}"><h2>{} <span class="badge {}">{}</span></h2><p class="muted">{} — {} · {:.1f} s</p>)",
                    idx, esc(s.name), s.passed ? "pass" : s.not_run.empty() ? "fail" : "muted",
@@ -462,6 +493,7 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
                        esc(w.type), esc(figure_text(w)), share);
     }
   o << "</table>";
+  phases_side_by_side(o, phase_table(s));
   // per-NIC throughput per phase and host
   o << "<h3>Throughput per NIC</h3><div class=\"charts\">";
   for (const auto& p : s.phases) {

@@ -41,6 +41,76 @@ void to_json(json& j, const RunResult& r) {
            {"passed", r.passed()},
            {"assertions", {{"total", r.assertions_total()}, {"failed", r.assertions_failed()}}},
            {"scenarios", r.scenarios}};
+  for (size_t i = 0; i < r.scenarios.size(); ++i)
+    if (auto t = phase_table(r.scenarios[i]); !t.empty()) j["scenarios"][i]["by_phase"] = t;
+}
+
+PhaseTable phase_table(const ScenarioResult& s) {
+  PhaseTable t;
+  if (s.phases.size() < 2) return t;
+  std::map<std::string, int> in_phases;
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads)
+      if (++in_phases[w.name] == 2) t.workloads.push_back(w.name);
+  if (t.workloads.empty()) return t;
+  // in the order the workloads first ran
+  std::vector<std::string> order;
+  for (const auto& p : s.phases)
+    for (const auto& w : p.workloads)
+      if (in_phases[w.name] >= 2 && std::find(order.begin(), order.end(), w.name) == order.end()) order.push_back(w.name);
+  t.workloads = order;
+  t.baseline = s.phases.front().name;
+  auto cell_of = [](const WorkloadResult& w) {
+    PhaseCell c;
+    const json& f = w.figures;
+    c.figure = f.contains("throughput_gbps") ? "throughput_gbps" : f.contains("busbw_gbps") ? "busbw_gbps" : "";
+    if (!c.figure.empty() && f[c.figure].is_number()) c.gbps = f[c.figure].get<double>();
+    if (f.contains("seconds") && f["seconds"].is_number()) c.seconds = f["seconds"].get<double>();
+    if (f.contains("machine_cpu_s_per_gbit") && f["machine_cpu_s_per_gbit"].is_number())
+      c.cpu_s_per_gbit = f["machine_cpu_s_per_gbit"].get<double>();
+    if (f.contains("connection_errors") && f["connection_errors"].is_number_integer())
+      c.connection_errors = f["connection_errors"].get<int>();
+    c.bytes_verified = f.value("bytes_verified", false);
+    c.nic_share = w.nic_share;
+    return c;
+  };
+  const PhaseResult& base = s.phases.front();
+  for (const auto& p : s.phases) {
+    PhaseRow row;
+    row.phase = p.name;
+    row.egress = p.config.value("egress", std::string());
+    for (const auto& w : p.workloads) {
+      if (in_phases[w.name] < 2) continue;
+      PhaseCell c = cell_of(w);
+      const WorkloadResult* b = base.workload(w.name);
+      if (b && !c.figure.empty()) {
+        PhaseCell bc = cell_of(*b);
+        if (bc.figure == c.figure && bc.gbps > 0) c.ratio = c.gbps / bc.gbps;
+      }
+      row.cells[w.name] = c;
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+void to_json(json& j, const PhaseTable& t) {
+  j = json{{"baseline", t.baseline}, {"workloads", t.workloads}, {"rows", json::array()}};
+  for (const auto& r : t.rows) {
+    json cells = json::object();
+    for (const auto& [name, c] : r.cells) {
+      json x = {{"figure", c.figure},
+                {"gbps", c.gbps},
+                {"seconds", c.seconds},
+                {"nic_share", c.nic_share},
+                {"connection_errors", c.connection_errors},
+                {"bytes_verified", c.bytes_verified}};
+      x["ratio"] = c.ratio ? json(*c.ratio) : json(nullptr);
+      x["cpu_s_per_gbit"] = c.cpu_s_per_gbit ? json(*c.cpu_s_per_gbit) : json(nullptr);
+      cells[name] = x;
+    }
+    j["rows"].push_back({{"phase", r.phase}, {"egress", r.egress}, {"workloads", cells}});
+  }
 }
 
 void from_json(const json& j, RunResult& r) {

@@ -427,3 +427,66 @@ TEST_CASE("terminal summary has a line per assertion and says where the report i
   std::string s2 = out2.str();
   CHECK(s2.find("✗ healthy-flows-kept down") > s2.find("✓ rate-ratio h1"));
 }
+
+TEST_CASE("phases side by side: each workload in two phases or more against the first phase's, in results.json and "
+          "the report", "[unit]") {
+  ScenarioResult s;
+  s.name = "roads";
+  auto phase = [](const std::string& name, const std::string& egress) {
+    PhaseResult p;
+    p.name = name;
+    p.config = {{"egress", egress}};
+    return p;
+  };
+  auto workload = [](const std::string& name, double gbps, std::vector<double> share, nlohmann::json more = {}) {
+    WorkloadResult w;
+    w.name = name;
+    w.figures = {{"throughput_gbps", gbps}, {"seconds", 1.0 / gbps}, {"connection_errors", 0}, {"bytes_verified", true}};
+    if (!more.is_null()) w.figures.update(more);
+    w.nic_share = std::move(share);
+    return w;
+  };
+  PhaseResult one = phase("single", "single"), ab = phase("active-backup", "active-backup"), mp = phase("mptcp", "mptcp");
+  one.workloads = {workload("save-1", 0.48, {100}), workload("only-here", 1, {100})};
+  ab.workloads = {workload("save-1", 0.48, {100, 0, 0, 0}), workload("failover", 0.47, {40, 60, 0, 0})};
+  mp.workloads = {workload("save-1", 1.92, {25, 25, 25, 25}, {{"machine_cpu_s_per_gbit", 0.73}}),
+                  workload("failover", 1.9, {38, 22, 23, 17}, {{"connection_errors", 2}})};
+  s.phases = {one, ab, mp};
+  auto t = phase_table(s);
+  CHECK(t.baseline == "single");
+  CHECK(t.workloads == std::vector<std::string>{"save-1", "failover"});  // only-here ran once
+  REQUIRE(t.rows.size() == 3);
+  CHECK(t.rows[2].egress == "mptcp");
+  const auto& c = t.rows[2].cells.at("save-1");
+  REQUIRE(c.ratio);
+  CHECK(*c.ratio == Approx(4.0));
+  CHECK(c.nic_share == std::vector<double>{25, 25, 25, 25});
+  REQUIRE(c.cpu_s_per_gbit);
+  CHECK(*c.cpu_s_per_gbit == Approx(0.73));
+  CHECK_FALSE(t.rows[1].cells.at("save-1").cpu_s_per_gbit);
+  CHECK_FALSE(t.rows[1].cells.at("failover").ratio);  // the first phase has no failover
+  CHECK(t.rows[0].cells.count("failover") == 0);
+  CHECK(t.rows[2].cells.at("failover").connection_errors == 2);
+  // results.json carries it; a single phase has none
+  RunResult r;
+  r.scenarios = {s};
+  nlohmann::json j = r;
+  const auto& row = j["scenarios"][0]["by_phase"]["rows"][2];
+  CHECK(row["phase"] == "mptcp");
+  CHECK(row["workloads"]["save-1"]["ratio"].get<double>() == Approx(4.0));
+  CHECK(row["workloads"]["save-1"]["nic_share"].size() == 4);
+  CHECK(j["scenarios"][0]["by_phase"]["rows"][1]["workloads"]["failover"]["ratio"].is_null());
+  ScenarioResult lone = s;
+  lone.phases.resize(1);
+  CHECK(phase_table(lone).empty());
+  // the report draws it: a row per phase, the failed failover marked
+  std::string html = html_report(r);
+  auto at = html.find("Phases side by side");
+  REQUIRE(at != std::string::npos);
+  std::string table = html.substr(at, html.find("</table>", at) - at);
+  CHECK(count(table, "<tr>") == 4);
+  CHECK(table.find("<b>4.00x</b>") != std::string::npos);
+  CHECK(table.find("25/25/25/25 %") != std::string::npos);
+  CHECK(table.find("0.73 CPU-s/Gbit") != std::string::npos);
+  CHECK(count(table, "class=\"fail\">✗") == 1);
+}

@@ -5,6 +5,8 @@
 // rebuild it from results.json.
 
 #include <nlohmann/json.hpp>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +119,33 @@ struct ScenarioResult {
   std::string log_tail;
   const PhaseResult* phase(const std::string& name) const;
 };
+
+// A scenario's phases side by side (its roads, its NIC counts): a row per
+// phase, a cell per workload that runs in two phases or more, each against
+// the first phase's same workload. results.json carries it per scenario
+// ("by_phase"), the report draws it; it is derived, never read back.
+struct PhaseCell {
+  std::string figure;  // what the rate is: throughput_gbps, or busbw_gbps of a collective
+  double gbps = 0;
+  std::optional<double> ratio;  // against the first phase's (none where it has no such workload)
+  double seconds = 0;
+  std::optional<double> cpu_s_per_gbit;  // the machine's CPU-seconds per Gbit moved
+  std::vector<double> nic_share;
+  int connection_errors = 0;
+  bool bytes_verified = false;
+};
+struct PhaseRow {
+  std::string phase, egress;
+  std::map<std::string, PhaseCell> cells;  // by workload
+};
+struct PhaseTable {
+  std::string baseline;  // the first phase
+  std::vector<std::string> workloads;  // in the order they first run
+  std::vector<PhaseRow> rows;
+  bool empty() const { return workloads.empty(); }
+};
+PhaseTable phase_table(const ScenarioResult& s);
+void to_json(nlohmann::json& j, const PhaseTable& t);
 
 struct RunResult {
   std::string lanes_version, kernel, gobgpd;
