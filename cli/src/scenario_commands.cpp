@@ -315,9 +315,10 @@ int cmd_matrix([[maybe_unused]] const CliContext& cli, const std::vector<std::st
   if (!parse_command_line(
           args, "matrix", "[--seed N] [--out DIR]",
           "the combination matrix: every workload type x family (dual, ipv4, ipv6) x egress (single, ecmp, bpf,\n"
-          "bpf-numa) x VIP mode (per-nic, add-path) x NICs (1, 2, 4, 8), covered pairwise: every pair of\n"
-          "values of two dimensions in at least one case. Prints the cases; with --out writes them as a\n"
-          "suite, a scenario per case, each asserting no connection error and every byte verified.",
+          "bpf-numa, active-backup, bind, mptcp) x VIP mode (per-nic, add-path) x NICs (1, 2, 4, 8), covered\n"
+          "pairwise: every pair of values of two dimensions in at least one case. Prints the cases; with\n"
+          "--out writes them as a suite, a scenario per case, each asserting no connection error and every\n"
+          "byte verified.",
           desc, pos, vm, out))
     return kExitOk;
   auto cs = matrix::cases(seed);

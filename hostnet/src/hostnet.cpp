@@ -176,9 +176,12 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
       // the first subflow from the task IP by the first NIC with carrier
       // (as active-backup's), and one more from every other NIC's
       // address: the in-kernel path manager makes a subflow from each
-      // "subflow" endpoint when the job connects, bound to its link
+      // "subflow" endpoint when the job connects, bound to its link. The
+      // kernel holds 8 endpoints a namespace: a job of both families has
+      // them on its first 5 NICs, one of a family on its first 9.
+      const size_t per_family = kMptcpMaxEndpoints / ((job.has4() ? 1 : 0) + (job.has6() ? 1 : 0));
       for (const auto& nic : h.nics) {
-        if (nic.index > 0)
+        if (nic.index > 0 && static_cast<size_t>(nic.index) <= per_family)
           p.add(cns, change::MptcpEndpointAdd{
                          {mptcp_endpoint_id(nic.index, v6), v6 ? IpAddr(nic.job_addr6.addr) : IpAddr(nic.job_addr4.addr),
                           cidx(nic), true, false},

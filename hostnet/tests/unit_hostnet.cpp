@@ -344,4 +344,17 @@ TEST_CASE("host plan: mptcp has a subflow endpoint on every NIC but the first, a
   CHECK(servers[0].first == RunRegistry::netns_name("t1", "s"));
   CHECK(servers[0].second.limits.subflows == lanes::testbed::kMptcpMaxSubflows);
   CHECK(fabric_plan(with("ecmp"), "t1").routes.all<change::MptcpLimitsSet>().empty());
+  // the kernel holds 8 endpoints a namespace: 8 NICs of both families get
+  // them on NICs 1..4 of each, of one family on all 7 others
+  for (auto [family, want] : {std::pair{"dual", 8u}, std::pair{"ipv6", 7u}}) {
+    auto wide = load_topology_text(fmt::format(R"(<topology><rack name="r"><host name="h" nics="8"><job egress="mptcp"
+      family="{}"/></host><server name="s" role="storage"/></rack></topology>)", family), "w.xml");
+    int h = wide.find_node("h");
+    auto fp = fabric_plan(wide, "t1");
+    std::vector<int> idx;
+    for (const auto& nic : wide.nodes[static_cast<size_t>(h)].nics)
+      idx.push_back(fp.ifindex.at({h, wide.links[nic.link].b.ifname}));
+    auto plan = lanes::hostnet::host_plan(wide, h, EgressMode::mptcp, false, "hns", "jns", idx);
+    CHECK(plan.all<change::MptcpEndpointAdd>().size() == want);
+  }
 }

@@ -123,7 +123,7 @@ const std::vector<Dimension>& dimensions() {
          return types;
        }()},
       {"family", {"dual", "ipv4", "ipv6"}},
-      {"egress", {"single", "ecmp", "bpf", "bpf-numa"}},
+      {"egress", {"single", "ecmp", "bpf", "bpf-numa", "active-backup", "bind", "mptcp"}},
       {"vip", {"per-nic", "add-path"}},
       {"nics", {"1", "2", "4", "8"}},
   };

@@ -18,8 +18,11 @@ struct nl_sock;
 
 namespace lanes::testbed {
 
-// The most subflows the kernel lets a connection add (MPTCP_PM_ADDR_MAX)
+// The most subflows the kernel lets a connection add, and the most
+// endpoints a namespace may have, both families together (MPTCP_PM_ADDR_MAX;
+// a ninth endpoint is refused with ERANGE)
 inline constexpr uint32_t kMptcpMaxSubflows = 8;
+inline constexpr size_t kMptcpMaxEndpoints = 8;
 
 struct MptcpLimits {
   uint32_t subflows = 0;           // additional subflows a connection may have
