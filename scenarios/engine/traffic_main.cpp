@@ -647,10 +647,16 @@ class Fetcher {
     return std::any_of(conns_.begin(), conns_.end(), [](const Conn& o) { return o.req_sent; });
   }
 
+  // --bind A,B,...: connection i from the (i mod n)-th, as an application
+  // that binds its connections to NICs does
   void open_all() {
     conns_.resize(static_cast<size_t>(a_.conns));
-    for (auto& c : conns_) {
-      c.fd = open_to(dst_, dlen_, SOCK_STREAM, a_.bind, c.error);
+    std::vector<std::string> binds = a_.bind ? split_list(*a_.bind) : std::vector<std::string>{};
+    for (size_t i = 0; i < conns_.size(); ++i) {
+      Conn& c = conns_[i];
+      std::optional<std::string> bind;
+      if (!binds.empty()) bind = binds[i % binds.size()];
+      c.fd = open_to(dst_, dlen_, SOCK_STREAM, bind, c.error);
       if (c.fd < 0) c.finished = true;
       else ++open_;
     }
@@ -986,7 +992,7 @@ int main(int argc, char** argv) {
                "       lanes-traffic send --listen --port P --flows F --bytes N ... (recv --from ADDR opens the flows)\n"
                "       lanes-traffic serve --port P [--seed S]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "
-               "[--timeout SECONDS] [--wait-go]\n"
+               "[--bind ADDR[,ADDR...]] [--timeout SECONDS] [--wait-go]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --rate Q --bytes N [--duration S] "
                "[--arrival poisson|constant] [--seed S] [--timeout SECONDS]\n"
                "       lanes-traffic probe-recv --port P\n"

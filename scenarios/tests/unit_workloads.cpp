@@ -587,3 +587,19 @@ TEST_CASE("the line a job can use: every NIC's, or NIC 0's where its egress mode
   CHECK(line(EgressMode::active_backup, "tx") == Approx(5e8));
   CHECK(line(EgressMode::active_backup, "rx") == Approx(5e8));
 }
+
+TEST_CASE("egress bind: the job's NIC addresses of a family in NIC order, for the flows and connections it binds",
+          "[unit]") {
+  auto t = tb::load_topology(lanes::test::topology("laptop.xml"));
+  auto& h = t.nodes.at(static_cast<size_t>(t.find_node("h1")));
+  CHECK(lanes::scenarios::bound_nic_addresses(h, false).empty());  // laptop's job is on ecmp
+  h.job->egress = tb::EgressMode::bind;
+  std::string want4, want6;
+  for (const auto& nic : h.nics) {
+    want4 += (want4.empty() ? "" : ",") + nic.job_addr4.addr.to_string();
+    want6 += (want6.empty() ? "" : ",") + nic.job_addr6.addr.to_string();
+  }
+  CHECK(lanes::scenarios::bound_nic_addresses(h, false) == want4);
+  CHECK(lanes::scenarios::bound_nic_addresses(h, true) == want6);
+  CHECK(std::count(want4.begin(), want4.end(), ',') == 3);
+}

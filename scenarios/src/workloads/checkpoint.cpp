@@ -124,12 +124,9 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
       bool v6 = v6_of(i);
       traffic::SendArgs send;
       send.to = save_ ? ctx.server_addr(server, v6) : (v6 ? h.job->task_ip6.to_string() : h.job->task_ip4.to_string());
-      if (h.job->egress == testbed::EgressMode::bind) {
+      if (auto nics = bound_nic_addresses(h, v6); !nics.empty()) {
         // the road the seed did not take: the application binds each flow to
         // a NIC's address in turn (a save from it, a restore to it)
-        std::string nics;
-        for (const auto& nic : h.nics)
-          nics += (nics.empty() ? "" : ",") + (v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
         if (save_) send.bind = nics;
         else send.to = nics;
       }

@@ -37,6 +37,10 @@ void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
     a.seed = ctx.seed();
     a.timeout = static_cast<double>(st.duration("timeout", milliseconds(120'000)).count() / 1000);
     a.wait_go = plan.burst;
+    // egress bind, the road the seed did not take: the reader binds each
+    // connection to a NIC's address in turn
+    const auto& h = ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i])));
+    if (auto nics = bound_nic_addresses(h, a.to.find(':') != std::string::npos); !nics.empty()) a.bind = nics;
     if (plan.rate > 0) {
       a.rate = plan.rate;
       a.duration = plan.duration_s;

@@ -21,6 +21,16 @@ inline bool wants_v6(const Step& st, const testbed::Node* job_host) {
   if (st.has("family")) return st.str("family") == "ipv6";
   return job_host && job_host->job && !job_host->job->has4();
 }
+// egress bind: the job's NIC addresses of the family, "a,b,..." in NIC
+// order, for lanes-traffic's --bind (a flow or connection from each in
+// turn) or --to; empty on any other egress
+inline std::string bound_nic_addresses(const testbed::Node& h, bool v6) {
+  std::string nics;
+  if (!h.job || h.job->egress != testbed::EgressMode::bind) return nics;
+  for (const auto& nic : h.nics)
+    nics += (nics.empty() ? "" : ",") + (v6 ? nic.job_addr6.addr.to_string() : nic.job_addr4.addr.to_string());
+  return nics;
+}
 // The family of a job whose ranks all talk to each other and to its
 // servers (collective, training): family= where given, else IPv4 when
 // every host has it, else IPv6. One family for the whole job: a ring that
