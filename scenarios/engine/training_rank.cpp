@@ -8,8 +8,8 @@
 //       [--timeout SECONDS] [--wait-go] [--next-port P2]
 //   With --resume it first restores the latest checkpoint every rank saved
 //   whole (every byte checked; --restore-step S: that one; --restore-from
-//   ADDR --restore-port P: from that store, a hot spare's) and goes on at
-//   the step after it. With --spare ADDR --spare-port P every checkpoint it
+//   ADDR --restore-port P: from that store, a hot spare's; in F stripes at
+//   once as it was saved) and goes on at the step after it. With --spare ADDR --spare-port P every checkpoint it
 //   saved is pushed to that store too (a hot spare's), behind the job, the
 //   newest waiting while one is on its way (event "spare" once acked). Each step
 //   is a pause of MS (the compute) and a ring all-reduce of BYTES with the
@@ -24,7 +24,8 @@
 //       against the pattern of its rank and step and acked (one cut off by
 //       its rank's death is no checkpoint, counted apart from wrong ones);
 //       a restore (GET) is answered with the latest checkpoint all N ranks
-//       saved whole (or the one asked for, if it is). A line (role
+//       saved whole (or the one asked for, if it is; a stripe of it,
+//       GET-STRIPE, by the step a first GET of 0 bytes named). A line (role
 //       "store-progress") says each step the moment all N saved it whole.
 //       Prints a JSON line (role "store") at SIGTERM.
 
@@ -63,7 +64,7 @@ namespace {
 std::mutex g_print;  // a line at a time: the store's threads, a rank and its spare pusher
 
 constexpr uint32_t kStoreMagic = 0x4c4e5331;  // "LNS1"
-constexpr uint32_t kPut = 1, kGet = 2, kPutStripe = 3;
+constexpr uint32_t kPut = 1, kGet = 2, kPutStripe = 3, kGetStripe = 4;
 constexpr uint32_t kOk = 0, kBad = 1;
 
 struct StoreHeader {
@@ -145,7 +146,14 @@ class Store {
         return bad("a stripe that is not in its checkpoint");
       return put(fd, h, st);
     }
-    if (h.op == kGet) return get(fd, h);
+    if (h.op == kGet) return get(fd, h, {0, h.bytes});
+    if (h.op == kGetStripe) {
+      Stripe st{};
+      if (!read_all(fd, &st, sizeof st) || h.step < 0 || st.length == 0 || st.offset + st.length > h.bytes ||
+          st.length > h.bytes)
+        return bad("a restore's stripe that is not in its checkpoint");
+      return get(fd, h, st);
+    }
     bad("an unknown request");
   }
 
@@ -208,8 +216,9 @@ class Store {
   }
 
   // the latest checkpoint every rank saved whole, or (STEP ≥ 0 asked) that
-  // one if it is whole here (-1: none)
-  void get(int fd, const StoreHeader& h) {
+  // one if it is whole here (-1: none); of it the stripe ST (a whole
+  // restore's is all of it; asked for 0 bytes: only which step)
+  void get(int fd, const StoreHeader& h, Stripe st) {
     int step;
     {
       std::lock_guard lk(mu_);
@@ -221,9 +230,9 @@ class Store {
         step = training::resume_step(saved_, ranks_) - 1;
       }
     }
-    StoreHeader a{kStoreMagic, kGet, h.rank, step, step >= 0 ? h.bytes : 0};
+    StoreHeader a{kStoreMagic, h.op, h.rank, step, step >= 0 ? st.length : 0};
     if (!write_all(fd, &a, sizeof a)) return bad("a restore's answer could not be sent");
-    if (!send_checkpoint(fd, seed_, step, static_cast<int>(h.rank), a.bytes))
+    if (!send_checkpoint(fd, seed_, step, static_cast<int>(h.rank), a.bytes, st.offset))
       return bad("a restore of rank " + std::to_string(h.rank) + " broke off");
     std::lock_guard lk(mu_);
     served_ += a.bytes;
@@ -301,23 +310,72 @@ bool save(const sockaddr_storage& dst, socklen_t len, int rank, int step, uint64
   return true;
 }
 
-// The latest checkpoint every rank saved (STEP -1: none), read whole and checked.
-// (WANT ≥ 0: that checkpoint, if it is whole there)
-bool restore(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t bytes, uint64_t seed, double timeout_s,
-             int want, int& step, bool& verified, std::string& why) {
+// One request of a restore: of rank RANK's checkpoint of WANT (-1: the
+// latest whole one), BYTES long, the stripe ST (kGetStripe) or all of it
+// from the start (kGet); STEP is the one answered (-1: none), GOT what came
+// (checked: VERIFIED).
+bool fetch_checkpoint(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t bytes, uint64_t seed,
+                      double timeout_s, int want, std::optional<Stripe> st, int& step, uint64_t& got, bool& verified,
+                      std::string& why) {
   int fd = store_connect(dst, len, timeout_s, why);
   if (fd < 0) return false;
-  StoreHeader h{kStoreMagic, kGet, static_cast<uint32_t>(rank), want, bytes}, a{};
-  bool ok = write_all(fd, &h, sizeof h) && read_all(fd, &a, sizeof a) && a.magic == kStoreMagic;
+  StoreHeader h{kStoreMagic, st ? kGetStripe : kGet, static_cast<uint32_t>(rank), want, bytes}, a{};
+  bool ok = write_all(fd, &h, sizeof h) && (!st || write_all(fd, &*st, sizeof *st)) && read_all(fd, &a, sizeof a) &&
+            a.magic == kStoreMagic;
   step = ok ? a.step : -1;
+  got = 0;
   verified = ok;
-  if (ok && a.step >= 0) {
-    ok = receive_checkpoint(fd, seed, a.step, rank, a.bytes, verified);
-    verified = verified && ok && a.bytes == bytes;
+  if (ok && a.step >= 0 && a.bytes > 0) {
+    ok = receive_checkpoint(fd, seed, a.step, rank, a.bytes, verified, st ? st->offset : 0);
+    got = ok ? a.bytes : 0;
   }
   ::close(fd);
   if (!ok) why = "the restore broke off";
   return ok;
+}
+
+// The latest checkpoint every rank saved (STEP -1: none), read whole and
+// checked (WANT ≥ 0: that checkpoint, if it is whole there). FLOWS > 1: the
+// store is first asked which step it has, then read in as many stripes at
+// once, a connection each, as a striped save wrote it.
+bool restore(const sockaddr_storage& dst, socklen_t len, int rank, uint64_t bytes, uint64_t seed, double timeout_s,
+             int want, int& step, bool& verified, std::string& why, int flows = 1) {
+  uint64_t n = std::clamp<uint64_t>(static_cast<uint64_t>(std::max(flows, 1)), 1, std::max<uint64_t>(bytes, 1));
+  uint64_t got = 0;
+  if (n == 1) {
+    bool ok = fetch_checkpoint(dst, len, rank, bytes, seed, timeout_s, want, std::nullopt, step, got, verified, why);
+    verified = verified && ok && (step < 0 || got == bytes);
+    return ok;
+  }
+  bool ok = fetch_checkpoint(dst, len, rank, 0, seed, timeout_s, want, std::nullopt, step, got, verified, why);
+  if (!ok || step < 0) return ok;
+  std::vector<std::thread> threads;
+  std::vector<std::string> errs(n);
+  std::vector<char> oks(n, 0), good(n, 0);
+  std::vector<uint64_t> gots(n, 0);
+  uint64_t per = bytes / n;
+  const int which = step;
+  for (uint64_t i = 0; i < n; ++i) {
+    Stripe st{i * per, i + 1 == n ? bytes - i * per : per};
+    threads.emplace_back([&, i, st] {
+      int answered = -1;
+      bool v = false;
+      oks[i] = fetch_checkpoint(dst, len, rank, bytes, seed, timeout_s, which, st, answered, gots[i], v, errs[i]) &&
+               answered == which && gots[i] == st.length;
+      good[i] = v;
+    });
+  }
+  for (auto& t : threads) t.join();
+  verified = true;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!oks[i]) {
+      why = errs[i].empty() ? "a stripe of the restore did not come whole" : errs[i];
+      verified = false;
+      return false;
+    }
+    verified = verified && good[i];
+  }
+  return true;
 }
 
 void print(const training::Event& e) {
@@ -470,7 +528,7 @@ int training_main(const scenarios::traffic::TrainingArgs& a) {
     int step = -1;
     bool verified = false;
     std::string err;
-    bool ok = restore(from, fromlen, rank, ckpt, seed, timeout, a.restore_step, step, verified, err);
+    bool ok = restore(from, fromlen, rank, ckpt, seed, timeout, a.restore_step, step, verified, err, a.checkpoint_flows);
     r.end_s = mono_s();
     r.step = step;
     r.bytes = step >= 0 ? ckpt : 0;

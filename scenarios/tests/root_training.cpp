@@ -93,9 +93,10 @@ bool all_past(const std::string& dir, int ranks, int run, int step) {
 
 // A job of RANKS ranks and STEPS steps on the loopback of a namespace of
 // its own: killed (every rank, SIGKILL) once every rank is past step
-// KILL_AFTER, then started again with --resume; the store ends last. Runs
-// in a child; 0 when it ran (3: no namespace).
-int run_job(const std::string& dir, int ranks, int steps, int kill_after) {
+// KILL_AFTER, then started again with --resume; the store ends last.
+// Checkpoints saved and restored in FLOWS stripes. Runs in a child; 0 when
+// it ran (3: no namespace).
+int run_job(const std::string& dir, int ranks, int steps, int kill_after, int flows) {
   if (!own_netns()) return 3;
   std::string bin = (std::filesystem::path(lanes::test::lanes_bin()).parent_path() / "lanes-traffic").string();
   pid_t store = spawn({bin, "store", "--port", "7000", "--ranks", std::to_string(ranks), "--seed", "9"}, dir + "/store.json");
@@ -115,6 +116,7 @@ int run_job(const std::string& dir, int ranks, int steps, int kill_after) {
                                     "--store-port", "7000", "--channels", "2", "--incarnation", std::to_string(run),
                                     "--seed", "9", "--timeout", "60", "--wait-go"};
       if (run > 0) a.push_back("--resume");
+      if (flows > 1) a.insert(a.end(), {"--checkpoint-flows", std::to_string(flows)});
       pids.push_back(spawn(a, dir + "/rank-" + std::to_string(r) + "." + std::to_string(run) + ".jsonl", true));
     }
     // go once every rank and the store listen: a rank dials the next at once
@@ -143,11 +145,15 @@ int run_job(const std::string& dir, int ranks, int steps, int kill_after) {
 
 TEST_CASE("a training job killed mid-run resumes from the latest checkpoint every rank saved, every byte checked", "[root]") {
   lanes::test::require_root();  // without it: not run, never failed
-  lanes::test::OwnStateDir dir("training");
+  // one connection a checkpoint, and four stripes each way (a restore
+  // first asks which step, then reads the stripes at once)
+  const int flows = GENERATE(1, 4);
+  INFO("checkpoint flows: " << flows);
+  lanes::test::OwnStateDir dir("training-" + std::to_string(flows));
   std::filesystem::create_directories(dir.path);
   const int ranks = 3, steps = 8;
   pid_t child = ::fork();
-  if (child == 0) ::_exit(run_job(dir.path, ranks, steps, 4));
+  if (child == 0) ::_exit(run_job(dir.path, ranks, steps, 4, flows));
   int status = 0;
   ::waitpid(child, &status, 0);
   REQUIRE(WIFEXITED(status));
@@ -198,7 +204,8 @@ TEST_CASE("a training job killed mid-run resumes from the latest checkpoint ever
     if (!line.empty()) last = line;
   auto store = nlohmann::json::parse(last);
   CHECK(store["bad"] == 0);
-  CHECK(store["gets"] == ranks);
+  CHECK(store["gets"] == ranks * (flows == 1 ? 1 : 1 + flows));
+  CHECK(store["served_bytes"] == ranks * 300000);
   auto complete = store["complete_steps"].get<std::vector<int>>();
   CHECK(std::find(complete.begin(), complete.end(), steps - 1) != complete.end());
 }
