@@ -338,9 +338,24 @@ class Sender {
     if (--open_ <= 0) loop_.stop();
   }
   // all its bytes are out: it waits for the receiver's close
+  // --mptcp: the flow's subflows now, merged into those seen before (a
+  // subflow that has gone stays in the list with what it carried)
+  static void note_subflows(Flow& f) {
+    for (auto& now : mptcp_subflows(f.fd)) {
+      auto it = std::find_if(f.subflows.begin(), f.subflows.end(), [&](const traffic::Subflow& s) {
+        return s.local == now.local && s.remote == now.remote;
+      });
+      if (it == f.subflows.end()) {
+        f.subflows.push_back(now);
+      } else {
+        it->bytes_acked = std::max(it->bytes_acked, now.bytes_acked);
+        it->retransmits = std::max(it->retransmits, now.retransmits);
+      }
+    }
+  }
   void sent_all(Flow& f) {
     f.done = true;
-    f.subflows = mptcp_subflows(f.fd);  // (before its end closes them)
+    note_subflows(f);  // (before its end closes them)
     ::shutdown(f.fd, SHUT_WR);
     (void)loop_.rewatch(f.fd, EPOLLIN | EPOLLRDHUP);
   }
@@ -396,7 +411,10 @@ class Sender {
       }
       f.sent += static_cast<uint64_t>(w);
       this_turn += static_cast<size_t>(w);
-      if (f.per_interval.size() <= slot) f.per_interval.resize(slot + 1, 0);
+      if (f.per_interval.size() <= slot) {
+        if (g_mptcp) note_subflows(f);  // once an interval: a subflow that goes before the end is kept
+        f.per_interval.resize(slot + 1, 0);
+      }
       f.per_interval[slot] += static_cast<uint64_t>(w);
       if (f.sent == f.allowed && (!striped() || budget_ == 0)) return sent_all(f);
     }
@@ -412,7 +430,7 @@ class Sender {
     tcp_info ti{};
     socklen_t tl = sizeof ti;
     if (::getsockopt(f.fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0) f.retransmits = ti.tcpi_total_retrans;
-    if (auto now = mptcp_subflows(f.fd); !now.empty()) f.subflows = std::move(now);
+    note_subflows(f);
     if (!f.subflows.empty()) {
       // an MPTCP socket's own TCP_INFO is its first subflow's
       f.retransmits = 0;

@@ -874,6 +874,15 @@ namespace {
 // phase's topology or in a fault.
 std::string missing_for(const Scenario& sc) {
   std::string where;
+  for (const auto& ph : sc.phases)
+    for (const auto& n : ph.topology.nodes)
+      if (n.job && n.job->egress == testbed::EgressMode::mptcp) {
+        static const bool mptcp = testbed::probe_kernel_features().mptcp;
+        if (!mptcp)
+          return fmt::format("phase {} puts {}'s job on egress mptcp; this kernel has no MPTCP (CONFIG_MPTCP, "
+                             "net.mptcp.enabled)", ph.name, n.name);
+        break;
+      }
   for (const auto& ph : sc.phases) {
     for (const auto& l : ph.topology.links)
       if (where.empty() && l.impair.netem())

@@ -7,6 +7,7 @@
 
 #include "bgp_support.hpp"
 #include "engine_support.hpp"
+#include "lanes/testbed/features.hpp"
 #include "lanes/testbed/input_file.hpp"
 #include "lanes/testbed/mptcp.hpp"
 
@@ -84,6 +85,8 @@ TEST_CASE("traffic engine carries a restore into the task IP through a NIC failu
 
 TEST_CASE("MPTCP egress: a subflow from every NIC of the job, a save it sends and a restore it opens, both ways verified",
           "[root]") {
+  lanes::test::require_root();
+  if (!probe_kernel_features().mptcp) lanes::test::not_run("this kernel has no MPTCP (CONFIG_MPTCP)");
   // laptop.xml with its job's egress mptcp
   lanes::test::TempDir dir;
   std::string xml = read_input_file(topology("laptop.xml"), "topology file");
@@ -133,15 +136,15 @@ TEST_CASE("MPTCP egress: a subflow from every NIC of the job, a save it sends an
   };
   std::string out = run.registry().dir(run.id()) + "/recv.json";
   auto recv = lanes::test::start_receiver(storage, 5311, 2, out, "--mptcp");
-  auto s = lanes::test::send(job.fd(), "198.18.128.17", 5311, 2, 20'000'000, {"--mptcp"});
+  auto s = lanes::test::send(job.fd(), "198.18.128.17", 5311, 2, 60'000'000, {"--mptcp"});
   CHECK(s["connection_errors"] == 0);
   one_per_nic(s["flows"], "local");
   CHECK(recv.wait() == 0);
-  CHECK(lanes::test::read_json(out)["verified_bytes"] == 40'000'000);
+  CHECK(lanes::test::read_json(out)["verified_bytes"] == 120'000'000);
 
   // the restore: storage listens, the job opens the connections
   ProcessSpec spec{"lanes-traffic send --listen",
-                   {"sh", "-c", lanes::test::traffic_bin() + " send --listen --mptcp --port 5312 --flows 2 --bytes 20000000 > " +
+                   {"sh", "-c", lanes::test::traffic_bin() + " send --listen --mptcp --port 5312 --flows 2 --bytes 60000000 > " +
                                     run.registry().dir(run.id()) + "/send.json"}};
   spec.netns_fd = storage;
   auto sender = Daemon::start(spec).value();
@@ -154,7 +157,7 @@ TEST_CASE("MPTCP egress: a subflow from every NIC of the job, a save it sends an
   REQUIRE(r);
   auto got = nlohmann::json::parse(r.value().out);
   CHECK(got["all_complete"] == true);
-  CHECK(got["verified_bytes"] == 40'000'000);
+  CHECK(got["verified_bytes"] == 120'000'000);
   CHECK(sender.wait() == 0);
   auto sent = lanes::test::read_json(run.registry().dir(run.id()) + "/send.json");
   CHECK(sent["connection_errors"] == 0);
