@@ -174,26 +174,20 @@ KernelPlan host_plan(const Topology& t, int host, EgressMode mode, bool netkit, 
     def.prefsrc = v6 ? IpAddr(h.job->task_ip6) : IpAddr(h.job->task_ip4);
     if (mode == EgressMode::mptcp) {
       // the first subflow from the task IP by the first NIC with carrier
-      // (as active-backup's), and one more from every other NIC's
-      // address: the in-kernel path manager makes a subflow from each
-      // "subflow" endpoint when the job connects, bound to its link. The
-      // kernel holds 8 endpoints a namespace: a job of both families has
-      // them on its first 5 NICs, one of a family on its first 9.
-      const size_t per_family = kMptcpMaxEndpoints / ((job.has4() ? 1 : 0) + (job.has6() ? 1 : 0));
-      for (const auto& nic : h.nics) {
-        if (nic.index > 0 && static_cast<size_t>(nic.index) <= per_family)
+      // (the routes below, as active-backup's), and one more from every
+      // other NIC's address: the in-kernel path manager makes a subflow
+      // from each "subflow" endpoint when the job connects, bound to its
+      // link. The kernel holds 8 endpoints a namespace: a job of both
+      // families has them on its first 5 NICs, one of a family on its first 9.
+      const size_t pinned = mptcp_endpoint_nics(h.nics.size(), (job.has4() ? 1 : 0) + (job.has6() ? 1 : 0));
+      for (const auto& nic : h.nics)
+        if (nic.index > 0 && static_cast<size_t>(nic.index) <= pinned)
           p.add(cns, change::MptcpEndpointAdd{
                          {mptcp_endpoint_id(nic.index, v6), v6 ? IpAddr(nic.job_addr6.addr) : IpAddr(nic.job_addr4.addr),
                           cidx(nic), true, false},
                          container_ifname(nic.index)});
-        Route r{IpNet::default_route(fam), std::vector<Via>{{host_side(nic), cidx(nic), 1}}};
-        r.prefsrc = def.prefsrc;
-        r.metric = active_backup_metric(nic.index);
-        p.add(cns, change::AddRoute{r});
-      }
-      continue;
     }
-    if (mode == EgressMode::active_backup) {
+    if (mode == EgressMode::active_backup || mode == EgressMode::mptcp) {
       // one route per NIC, NIC 0's first: the kernel ignores a route whose
       // link lost carrier (ignore_routes_with_linkdown), so everything
       // leaves by the first NIC that has it and the others wait

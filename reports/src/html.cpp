@@ -459,9 +459,10 @@ void phases_side_by_side(std::ostringstream& o, const PhaseTable& t) {
       const PhaseCell& c = it->second;
       std::string share;
       for (double x : c.nic_share) share += fmt::format("{}{:.0f}", share.empty() ? "" : "/", x);
-      bool bad = c.connection_errors > 0 || !c.bytes_verified;
+      bool bad = c.connection_errors > 0 || (c.bytes_verified && !*c.bytes_verified);
       o << "<td>" << (c.ratio ? fmt::format("<b>{:.2f}x</b> · ", *c.ratio) : std::string())
-        << fmt::format("{:.3f} Gbit/s", c.gbps) << (share.empty() ? "" : "<br>" + share + " %")
+        << (c.gbps ? fmt::format("{:.3f} Gbit/s", *c.gbps) : std::string("no rate"))
+        << (share.empty() ? "" : "<br>" + share + " %")
         << "<br>" << (c.cpu_s_per_gbit ? fmt::format("{:.2f} CPU-s/Gbit · ", *c.cpu_s_per_gbit) : std::string())
         << fmt::format("{:.2f} s", c.seconds) << (bad ? " <span class=\"fail\">✗</span>" : "") << "</td>";
     }

@@ -65,12 +65,13 @@ PhaseTable phase_table(const ScenarioResult& s) {
     const json& f = w.figures;
     c.figure = f.contains("throughput_gbps") ? "throughput_gbps" : f.contains("busbw_gbps") ? "busbw_gbps" : "";
     if (!c.figure.empty() && f[c.figure].is_number()) c.gbps = f[c.figure].get<double>();
+    else c.figure.clear();
     if (f.contains("seconds") && f["seconds"].is_number()) c.seconds = f["seconds"].get<double>();
     if (f.contains("machine_cpu_s_per_gbit") && f["machine_cpu_s_per_gbit"].is_number())
       c.cpu_s_per_gbit = f["machine_cpu_s_per_gbit"].get<double>();
     if (f.contains("connection_errors") && f["connection_errors"].is_number_integer())
       c.connection_errors = f["connection_errors"].get<int>();
-    c.bytes_verified = f.value("bytes_verified", false);
+    if (f.contains("bytes_verified") && f["bytes_verified"].is_boolean()) c.bytes_verified = f["bytes_verified"].get<bool>();
     c.nic_share = w.nic_share;
     return c;
   };
@@ -83,9 +84,9 @@ PhaseTable phase_table(const ScenarioResult& s) {
       if (in_phases[w.name] < 2) continue;
       PhaseCell c = cell_of(w);
       const WorkloadResult* b = base.workload(w.name);
-      if (b && !c.figure.empty()) {
+      if (b && c.gbps) {
         PhaseCell bc = cell_of(*b);
-        if (bc.figure == c.figure && bc.gbps > 0) c.ratio = c.gbps / bc.gbps;
+        if (bc.figure == c.figure && bc.gbps && *bc.gbps > 0) c.ratio = *c.gbps / *bc.gbps;
       }
       row.cells[w.name] = c;
     }
@@ -100,11 +101,11 @@ void to_json(json& j, const PhaseTable& t) {
     json cells = json::object();
     for (const auto& [name, c] : r.cells) {
       json x = {{"figure", c.figure},
-                {"gbps", c.gbps},
                 {"seconds", c.seconds},
                 {"nic_share", c.nic_share},
-                {"connection_errors", c.connection_errors},
-                {"bytes_verified", c.bytes_verified}};
+                {"connection_errors", c.connection_errors}};
+      x["gbps"] = c.gbps ? json(*c.gbps) : json(nullptr);
+      x["bytes_verified"] = c.bytes_verified ? json(*c.bytes_verified) : json(nullptr);
       x["ratio"] = c.ratio ? json(*c.ratio) : json(nullptr);
       x["cpu_s_per_gbit"] = c.cpu_s_per_gbit ? json(*c.cpu_s_per_gbit) : json(nullptr);
       cells[name] = x;

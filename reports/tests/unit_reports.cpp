@@ -451,10 +451,19 @@ TEST_CASE("phases side by side: each workload in two phases or more against the 
   ab.workloads = {workload("save-1", 0.48, {100, 0, 0, 0}), workload("failover", 0.47, {40, 60, 0, 0})};
   mp.workloads = {workload("save-1", 1.92, {25, 25, 25, 25}, {{"machine_cpu_s_per_gbit", 0.73}}),
                   workload("failover", 1.9, {38, 22, 23, 17}, {{"connection_errors", 2}})};
+  // a workload with no rate and no bytes of its own (a probe): neither a rate nor a ✗
+  WorkloadResult probe;
+  probe.name = "probe";
+  probe.figures = {{"paths", 8}, {"connection_errors", 0}};
+  one.workloads.push_back(probe);
+  mp.workloads.push_back(probe);
   s.phases = {one, ab, mp};
   auto t = phase_table(s);
   CHECK(t.baseline == "single");
-  CHECK(t.workloads == std::vector<std::string>{"save-1", "failover"});  // only-here ran once
+  CHECK(t.workloads == std::vector<std::string>{"save-1", "probe", "failover"});  // only-here ran once
+  CHECK_FALSE(t.rows[2].cells.at("probe").gbps);
+  CHECK_FALSE(t.rows[2].cells.at("probe").ratio);
+  CHECK_FALSE(t.rows[2].cells.at("probe").bytes_verified);
   REQUIRE(t.rows.size() == 3);
   CHECK(t.rows[2].egress == "mptcp");
   const auto& c = t.rows[2].cells.at("save-1");
@@ -467,6 +476,7 @@ TEST_CASE("phases side by side: each workload in two phases or more against the 
   CHECK_FALSE(t.rows[1].cells.at("failover").ratio);  // the first phase has no failover
   CHECK(t.rows[0].cells.count("failover") == 0);
   CHECK(t.rows[2].cells.at("failover").connection_errors == 2);
+  CHECK(t.rows[2].cells.at("failover").bytes_verified == true);
   // results.json carries it; a single phase has none
   RunResult r;
   r.scenarios = {s};
@@ -489,4 +499,5 @@ TEST_CASE("phases side by side: each workload in two phases or more against the 
   CHECK(table.find("25/25/25/25 %") != std::string::npos);
   CHECK(table.find("0.73 CPU-s/Gbit") != std::string::npos);
   CHECK(count(table, "class=\"fail\">✗") == 1);
+  CHECK(count(table, "no rate") == 2);
 }

@@ -31,6 +31,12 @@ std::string text_of(const sockaddr* sa) {
   return buf;
 }
 
+int port_of(const sockaddr* sa) {
+  if (sa->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
+  if (sa->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(sa)->sin6_port);
+  return 0;
+}
+
 // getsockopt(OPT) of an array of T after its mptcp_subflow_data: how many it filled
 template <typename T>
 size_t subflow_array(int fd, int opt, std::array<T, kMost>& out) {
@@ -61,6 +67,8 @@ std::vector<scenarios::traffic::Subflow> mptcp_subflows(int fd) {
     scenarios::traffic::Subflow s;
     s.local = text_of(&addrs[i].sa_local);
     s.remote = text_of(&addrs[i].sa_remote);
+    s.local_port = port_of(&addrs[i].sa_local);
+    s.remote_port = port_of(&addrs[i].sa_remote);
     if (m == n) {
       s.bytes_acked = infos[i].tcpi_bytes_acked;
       s.retransmits = infos[i].tcpi_total_retrans;

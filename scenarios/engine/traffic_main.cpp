@@ -53,6 +53,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <iostream>
@@ -316,19 +317,42 @@ class Sender {
     }
     (void)loop_.watch(ls_, EPOLLIN, [this](uint32_t) {
       while (accepted_ < flows_.size()) {
-        sockaddr_storage peer{};
-        socklen_t plen = sizeof peer;
-        int c = ::accept4(ls_, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (c < 0) return;
+        int c = ::accept4(ls_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) {
+          if (errno != EAGAIN && errno != EINTR) give_up(std::string("accept: ") + std::strerror(errno));
+          return;
+        }
         Flow& f = flows_[accepted_];
         f.fd = c;
         f.start = Clock::now();
-        f.local_port = ntohs(peer.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port
-                                                        : reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
         watch_flow(accepted_++);
       }
-      loop_.unwatch(ls_);
+      stop_listening();
     });
+    // the connections that have not come by --accept-timeout never will
+    loop_.at(Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a_.accept_timeout)),
+             [this] {
+               if (accepted_ >= flows_.size()) return;
+               char secs[32];
+               std::snprintf(secs, sizeof secs, "%g", a_.accept_timeout);
+               give_up(std::string("no connection came within ") + secs + " s");
+             });
+  }
+  void stop_listening() {
+    if (ls_ < 0) return;
+    loop_.unwatch(ls_);
+    ::close(ls_);
+    ls_ = -1;
+  }
+  // --listen: the flows still without a connection failed, WHY
+  void give_up(const std::string& why) {
+    stop_listening();
+    for (; accepted_ < flows_.size(); ++accepted_) {
+      Flow& f = flows_[accepted_];
+      f.error = why;
+      f.done = f.eof = true;
+      if (--open_ <= 0) loop_.stop();
+    }
   }
 
   // a flow that ended is no longer watched (its socket stays open until the results)
@@ -339,11 +363,13 @@ class Sender {
   }
   // all its bytes are out: it waits for the receiver's close
   // --mptcp: the flow's subflows now, merged into those seen before (a
-  // subflow that has gone stays in the list with what it carried)
+  // subflow that has gone stays in the list with what it carried; one made
+  // again between the same addresses has other ports: another entry)
   static void note_subflows(Flow& f) {
     for (auto& now : mptcp_subflows(f.fd)) {
       auto it = std::find_if(f.subflows.begin(), f.subflows.end(), [&](const traffic::Subflow& s) {
-        return s.local == now.local && s.remote == now.remote;
+        return s.local == now.local && s.remote == now.remote && s.local_port == now.local_port &&
+               s.remote_port == now.remote_port;
       });
       if (it == f.subflows.end()) {
         f.subflows.push_back(now);
@@ -1007,7 +1033,8 @@ int main(int argc, char** argv) {
   std::cerr << "usage: lanes-traffic recv --port P [--seed S] [--flows N] [--from ADDR]\n"
                "       lanes-traffic send --to ADDR[,ADDR...] --port P --flows F --bytes N [--seed S] [--bind ADDR[,ADDR...]] [--wait-go] "
                "[--interval-ms MS]\n"
-               "       lanes-traffic send --listen --port P --flows F --bytes N ... (recv --from ADDR opens the flows)\n"
+               "       lanes-traffic send --listen --port P --flows F --bytes N [--accept-timeout S] ... (recv --from ADDR "
+               "opens the flows)\n"
                "       lanes-traffic serve --port P [--seed S]\n"
                "       lanes-traffic fetch --to ADDR --port P --conns C --requests R --bytes N [--seed S] "
                "[--bind ADDR[,ADDR...]] [--timeout SECONDS] [--wait-go]\n"

@@ -97,10 +97,14 @@ bool write_all(int fd, const void* p, size_t n) {
   return true;
 }
 
-// a striped save's piece: after the header, whose bytes are the whole checkpoint's
+// a striped save's or restore's piece: after the header, whose bytes are the whole checkpoint's
 struct Stripe {
   uint64_t offset, length;
 };
+// ST is a piece of a checkpoint of BYTES (no sum that could wrap)
+bool inside(const Stripe& st, uint64_t bytes) {
+  return st.length > 0 && st.offset < bytes && st.length <= bytes - st.offset;
+}
 
 // Sends BYTES of rank RANK's checkpoint of STEP (its pattern) from FROM.
 bool send_checkpoint(int fd, uint64_t seed, int step, int rank, uint64_t bytes, uint64_t from = 0) {
@@ -142,15 +146,13 @@ class Store {
     if (h.op == kPut) return put(fd, h, {0, h.bytes});
     if (h.op == kPutStripe) {
       Stripe st{};
-      if (!read_all(fd, &st, sizeof st) || st.length == 0 || st.offset + st.length > h.bytes || st.length > h.bytes)
-        return bad("a stripe that is not in its checkpoint");
+      if (!read_all(fd, &st, sizeof st) || !inside(st, h.bytes)) return bad("a stripe that is not in its checkpoint");
       return put(fd, h, st);
     }
     if (h.op == kGet) return get(fd, h, {0, h.bytes});
     if (h.op == kGetStripe) {
       Stripe st{};
-      if (!read_all(fd, &st, sizeof st) || h.step < 0 || st.length == 0 || st.offset + st.length > h.bytes ||
-          st.length > h.bytes)
+      if (!read_all(fd, &st, sizeof st) || h.step < 0 || !inside(st, h.bytes))
         return bad("a restore's stripe that is not in its checkpoint");
       return get(fd, h, st);
     }

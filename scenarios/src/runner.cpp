@@ -329,13 +329,12 @@ class PhaseRun final : public StepContext {
   // egress mptcp, and every server where a job is (a listener of MPTCP
   // takes plain TCP too; a connection to a plain listener falls back)
   bool on_mptcp(int ns) {
-    auto mptcp = [](const tb::Node& n) { return n.job && n.job->egress == tb::EgressMode::mptcp; };
-    if (std::none_of(topo_.nodes.begin(), topo_.nodes.end(), mptcp)) return false;
+    if (!topo_.first_on_egress(tb::EgressMode::mptcp)) return false;
     auto of_node = [&](const std::string& name, bool job) {
       int i = node(name);
       if (i < 0) return false;
       const auto& n = topo_.nodes.at(static_cast<size_t>(i));
-      return job ? mptcp(n) : n.kind == tb::NodeKind::server;
+      return job ? n.on_egress(tb::EgressMode::mptcp) : n.kind == tb::NodeKind::server;
     };
     if (ns <= kRemoteNs) {
       const std::string& where = remote_ns_.at(static_cast<size_t>(kRemoteNs - ns)).second;
@@ -875,14 +874,12 @@ namespace {
 std::string missing_for(const Scenario& sc) {
   std::string where;
   for (const auto& ph : sc.phases)
-    for (const auto& n : ph.topology.nodes)
-      if (n.job && n.job->egress == testbed::EgressMode::mptcp) {
-        static const bool mptcp = testbed::probe_kernel_features().mptcp;
-        if (!mptcp)
-          return fmt::format("phase {} puts {}'s job on egress mptcp; this kernel has no MPTCP (CONFIG_MPTCP, "
-                             "net.mptcp.enabled)", ph.name, n.name);
-        break;
-      }
+    if (const auto* n = ph.topology.first_on_egress(testbed::EgressMode::mptcp)) {
+      static const bool mptcp = testbed::probe_kernel_features().mptcp;
+      if (!mptcp)
+        return fmt::format("phase {} puts {}'s job on egress mptcp; this kernel has no MPTCP (CONFIG_MPTCP, "
+                           "net.mptcp.enabled)", ph.name, n->name);
+    }
   for (const auto& ph : sc.phases) {
     for (const auto& l : ph.topology.links)
       if (where.empty() && l.impair.netem())

@@ -114,7 +114,7 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   <bogus/>
 </scenario>)");
   std::string f = kFile + ":";
-  CHECK(has(p, f + "2: egress=\"fast\": expected one of single|ecmp|bpf|bpf-numa|bind|active-backup"));
+  CHECK(has(p, f + "2: egress=\"fast\": expected one of single|ecmp|bpf|bpf-numa|bind|active-backup|mptcp"));
   CHECK(has(p, f + "4: timeout=\"soon\": expected a duration"));
   CHECK(has(p, f + "5: <workload> has no attribute 'colour'"));
   CHECK(has(p, f + "5: host=\"h9\": topology 'laptop' has no node of that name"));

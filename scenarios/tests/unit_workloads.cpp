@@ -603,3 +603,39 @@ TEST_CASE("egress bind: the job's NIC addresses of a family in NIC order, for th
   CHECK(lanes::scenarios::bound_nic_addresses(h, true) == want6);
   CHECK(std::count(want4.begin(), want4.end(), ',') == 3);
 }
+
+TEST_CASE("egress mptcp: a flow's subflows by the job's address, the task IP's pinned to no NIC", "[unit]") {
+  auto t = tb::load_topology(lanes::test::topology("laptop.xml"));
+  auto& h = t.nodes.at(static_cast<size_t>(t.find_node("h1")));
+  h.job->egress = tb::EgressMode::mptcp;
+  auto flow = [&](std::vector<int> nics, bool task, uint64_t each) {
+    traffic::SendFlow f;
+    int port = 40000;
+    if (task) f.subflows.push_back({h.job->task_ip4.to_string(), "198.18.128.17", port++, 5301, each, 0});
+    for (int k : nics)
+      f.subflows.push_back({h.nics.at(static_cast<size_t>(k)).job_addr4.addr.to_string(), "198.18.128.17", port++, 5301,
+                            each, 0});
+    return f;
+  };
+  traffic::SendResult s;
+  s.flows = {flow({1, 2, 3}, true, 100), flow({1, 2, 3}, true, 100)};
+  auto f = lanes::scenarios::mptcp_figures(s, h, true);
+  CHECK(f["mptcp_subflows_per_nic"] == json::array({0, 2, 2, 2}));
+  CHECK(f["mptcp_task_ip_subflows"] == 2);
+  CHECK(f["mptcp_flows_with_all_subflows"] == 2);
+  CHECK(f["mptcp_min_pinned_nics_per_flow"] == 3);
+  CHECK(f["mptcp_bytes_share_task_ip"].get<double>() == Approx(25.0));
+  CHECK(f["mptcp_bytes_share_per_nic"] == json::array({0.0, 25.0, 25.0, 25.0}));
+  CHECK_FALSE(f.contains("mptcp_subflows_elsewhere"));
+  // a flow that lost a NIC's subflow, one without the task IP's: neither had all
+  s.flows = {flow({1, 3}, true, 100), flow({1, 2, 3}, false, 100), flow({1, 2, 3}, true, 100)};
+  f = lanes::scenarios::mptcp_figures(s, h, true);
+  CHECK(f["mptcp_flows_with_all_subflows"] == 1);
+  CHECK(f["mptcp_min_pinned_nics_per_flow"] == 2);
+  // the receiver's side of a restore: the job's addresses are the remote ones
+  traffic::SendResult r;
+  r.flows = {flow({1, 2, 3}, true, 10)};
+  for (auto& sf : r.flows[0].subflows) std::swap(sf.local, sf.remote);
+  CHECK(lanes::scenarios::mptcp_figures(r, h, false)["mptcp_flows_with_all_subflows"] == 1);
+  CHECK(lanes::scenarios::mptcp_figures(r, h, true)["mptcp_subflows_elsewhere"] == 4);  // read from the wrong side
+}

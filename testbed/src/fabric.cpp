@@ -155,8 +155,7 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id, const Sh
   }
   // a job whose egress is MPTCP makes a subflow per NIC to the servers it
   // talks to: they accept as many (the kernel's default takes 2 more)
-  bool mptcp = std::any_of(topo.nodes.begin(), topo.nodes.end(),
-                           [](const Node& n) { return n.job && n.job->egress == EgressMode::mptcp; });
+  bool mptcp = topo.first_on_egress(EgressMode::mptcp) != nullptr;
   for (size_t n = 0; mptcp && n < topo.nodes.size(); ++n)
     if (topo.nodes[n].kind == NodeKind::server && here(static_cast<int>(n)))
       p.routes.add(ns(static_cast<int>(n)), change::MptcpLimitsSet{{kMptcpMaxSubflows, 0}});

@@ -64,11 +64,10 @@ Status check_kernel_for(const Topology& topo) {
   const Link* first = nullptr;
   for (const auto& l : topo.links)
     if (l.impair.netem() && !first) first = &l;
-  auto mptcp_job = std::find_if(topo.nodes.begin(), topo.nodes.end(),
-                                [](const Node& n) { return n.job && n.job->egress == EgressMode::mptcp; });
-  if (!first && mptcp_job == topo.nodes.end()) return {};
+  const Node* mptcp_job = topo.first_on_egress(EgressMode::mptcp);
+  if (!first && !mptcp_job) return {};
   KernelFeatures f = probe_kernel_features();
-  if (mptcp_job != topo.nodes.end() && !f.mptcp)
+  if (mptcp_job && !f.mptcp)
     return os_error(ENOTSUP, fmt::format("{}: egress=\"mptcp\": this kernel has no MPTCP (CONFIG_MPTCP), or "
                                          "net.mptcp.enabled is 0 in a new namespace",
                                          mptcp_job->name));

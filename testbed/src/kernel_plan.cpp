@@ -82,13 +82,19 @@ std::vector<std::string> KernelPlan::lines() const {
 }
 
 Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::function<bool()>& stop) {
+  // the fd of namespace NS, WHO (what wants it) named when there is none
+  auto ns_fd = [&](const std::string& ns, const std::string& who) -> Result<int> {
+    int fd = targets.ns_fd ? targets.ns_fd(ns) : -1;
+    if (fd < 0) return os_error(ENOENT, fmt::format("{}: no namespace {}", who, ns));
+    return fd;
+  };
   // a generic netlink socket per namespace whose MPTCP path manager the plan sets
   std::map<std::string, MptcpPm> pms;
   auto pm_of = [&](const std::string& ns) -> Result<MptcpPm*> {
     if (auto it = pms.find(ns); it != pms.end()) return &it->second;
-    int fd = targets.ns_fd ? targets.ns_fd(ns) : -1;
-    if (fd < 0) return os_error(ENOENT, "no namespace " + ns);
-    auto pm = MptcpPm::open_in(fd, ns);
+    auto fd = ns_fd(ns, "its MPTCP path manager");
+    if (!fd) return fd.error();
+    auto pm = MptcpPm::open_in(fd.value(), ns);
     if (!pm) return pm.error();
     return &pms.emplace(ns, std::move(pm).value()).first->second;
   };
@@ -96,11 +102,7 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
     if (stop && stop()) return os_error(EINTR, "bringing up " + pc.ns);
     Netlink* nl = targets.netlink(pc.ns);
     if (!nl) return os_error(ENOENT, fmt::format("{}: no such namespace in this run ({})", pc.ns, describe(pc.change)));
-    auto peer_fd = [&](const std::string& ns) -> Result<int> {
-      int fd = targets.ns_fd ? targets.ns_fd(ns) : -1;
-      if (fd < 0) return os_error(ENOENT, fmt::format("{}: no namespace {} for the peer", pc.ns, ns));
-      return fd;
-    };
+    auto peer_fd = [&](const std::string& ns) { return ns_fd(ns, pc.ns + ": the peer"); };
     Status st = std::visit(
         overloaded{
             [&](const change::Veth& v) -> Status {
@@ -134,10 +136,10 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
                 if (auto ns = set_netem(*nl, i.index, i.ifname, i.impairment); !ns) return ns;
               if (!i.impairment.bpf()) return {};
               // a BPF program is attached from inside the device's namespace
-              int fd = targets.ns_fd ? targets.ns_fd(pc.ns) : -1;
-              if (fd < 0) return os_error(ENOENT, "no namespace " + pc.ns);
+              auto fd = ns_fd(pc.ns, "impairing " + i.ifname);
+              if (!fd) return fd.error();
               return run_in_netns(
-                  fd,
+                  fd.value(),
                   [&]() -> Status {
                     auto d = DeviceImpairment::attach(i.index, i.ifname, i.impairment);
                     if (!d) return d.error();

@@ -39,6 +39,7 @@ template <typename Parse>
 Status exchange(nl_sock* sk, nl_msg* m, bool dump, const std::string& what, Parse parse) {
   if (int sent = nl_send_auto(sk, m); sent < 0) return nl_failed(sent, what);
   nl_cb* cb = nl_cb_alloc(NL_CB_DEFAULT);
+  if (!cb) return os_error(ENOMEM, what);
   auto trampoline = [](nl_msg* msg, void* arg) -> int {
     (*static_cast<Parse*>(arg))(nlmsg_hdr(msg));
     return NL_OK;

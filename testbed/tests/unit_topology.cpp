@@ -179,7 +179,7 @@ TEST_CASE("bad topologies are reported as file:line: message", "[unit]") {
       {"numa list of the wrong length", "<topology>\n<rack name='r'>\n<host name='h' nics='4' numa='0,1'/>\n</rack>\n</topology>",
        3, "expected 4 NUMA node numbers"},
       {"bad egress mode", "<topology>\n<rack name='r'>\n<host name='h'>\n<job egress='magic'/>\n</host>\n</rack>\n</topology>",
-       4, "expected single, ecmp, bpf, bpf-numa, bind or active-backup"},
+       4, "expected single, ecmp, bpf, bpf-numa, bind, active-backup or mptcp"},
       {"active-backup with an injector that announces every NIC",
        "<topology>\n<rack name='r'>\n<host name='h'>\n<job egress='active-backup' injector='exabgp'/>\n</host>\n</rack>\n</topology>",
        4, "only lanes' own injector announces the task IP through one NIC at a time"},
@@ -440,7 +440,7 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
   CHECK(override_problem(*by.at("bfd-interval"), "60001") == "expected a whole number from 0 to 60000");
   CHECK(override_problem(*by.at("nics"), "2x") == "expected a whole number from 1 to 16");
   CHECK(override_problem(*by.at("egress"), "bpf-numa").empty());
-  CHECK(override_problem(*by.at("egress"), "fast") == "expected one of single|ecmp|bpf|bpf-numa|bind|active-backup");
+  CHECK(override_problem(*by.at("egress"), "fast") == "expected one of single|ecmp|bpf|bpf-numa|bind|active-backup|mptcp");
   CHECK(override_problem(*by.at("rate"), "1gbit").empty());
   // the topology loader holds the same bounds: what an override may not give, a file may not either
   for (const char* bad : {R"(<rack name="r" bfd-interval="60001"><host name="h"><job/></host></rack>)",

@@ -20,7 +20,7 @@ const Attrs& Checkpoint::attrs() const {
 
 namespace {
 
-bool on_mptcp(const testbed::Node& h) { return h.job && h.job->egress == testbed::EgressMode::mptcp; }
+bool on_mptcp(const testbed::Node& h) { return h.on_egress(testbed::EgressMode::mptcp); }
 
 // (The runner makes the sockets of a job on MPTCP egress and of the servers
 // MPTCP.) An MPTCP restore is read by the job: its container opens the connection
@@ -30,51 +30,68 @@ bool on_mptcp(const testbed::Node& h) { return h.job && h.job->egress == testbed
 // of three announcements was taken while its endpoints also made subflows.
 bool job_connects(bool save, const testbed::Node& h) { return save || on_mptcp(h); }
 
-// MPTCP: the NIC of each subflow of each flow, by the job's address on its
-// job side (JOB_LOCAL: the sender is the job). The first subflow is the
-// task IP's: it leaves by the first NIC with carrier, NIC 0 while it is up.
-// Per NIC: subflows, the bytes they carried (acknowledged), and per flow
-// the fewest NICs any flow used.
+// MPTCP: each subflow of each flow by the job's address on its job side
+// (JOB_LOCAL: the sender is the job). A NIC's address pins its subflow to
+// that NIC; the first subflow, the task IP's, is pinned to none: a save's
+// leaves by the first NIC with carrier, a restore's comes in by the rack
+// switch's hash. Per NIC: the pinned subflows and the bytes they carried
+// (acknowledged), the task IP's apart; the flows that had all their
+// subflows (the task IP's and one from every NIC the job has an endpoint
+// on), and the fewest pinned NICs of any flow.
+}  // namespace
+
 json mptcp_figures(const traffic::SendResult& s, const testbed::Node& h, bool job_local) {
   const size_t n = h.nics.size();
+  constexpr int kTaskIp = -1, kElsewhere = -2;
   auto nic_of = [&](const std::string& a) -> int {
-    if (a == h.job->task_ip4.to_string() || a == h.job->task_ip6.to_string()) return 0;
+    if (a == h.job->task_ip4.to_string() || a == h.job->task_ip6.to_string()) return kTaskIp;
     for (const auto& nic : h.nics)
       if (a == nic.job_addr4.addr.to_string() || a == nic.job_addr6.addr.to_string()) return nic.index;
-    return -1;
+    return kElsewhere;
   };
+  const size_t pinnable = testbed::mptcp_endpoint_nics(n, (h.job->has4() ? 1 : 0) + (h.job->has6() ? 1 : 0));
   std::vector<int> subflows(n, 0);
   std::vector<uint64_t> bytes(n, 0);
-  uint64_t total = 0;
-  int fewest = static_cast<int>(n), most_subflows = 0, foreign = 0;
+  uint64_t total = 0, task_bytes = 0;
+  int task_subflows = 0, fewest = static_cast<int>(n), whole = 0, elsewhere = 0;
   for (const auto& fl : s.flows) {
-    std::vector<bool> used(n, false);
+    std::vector<bool> pinned(n, false);
+    bool task = false;
     for (const auto& sf : fl.subflows) {
       int k = nic_of(job_local ? sf.local : sf.remote);
-      if (k < 0 || static_cast<size_t>(k) >= n) {
-        ++foreign;
-        continue;
-      }
-      used[static_cast<size_t>(k)] = true;
-      ++subflows[static_cast<size_t>(k)];
-      bytes[static_cast<size_t>(k)] += sf.bytes_acked;
       total += sf.bytes_acked;
+      if (k == kTaskIp) {
+        task = true;
+        ++task_subflows;
+        task_bytes += sf.bytes_acked;
+      } else if (k >= 0 && static_cast<size_t>(k) < n) {
+        pinned[static_cast<size_t>(k)] = true;
+        ++subflows[static_cast<size_t>(k)];
+        bytes[static_cast<size_t>(k)] += sf.bytes_acked;
+      } else {
+        ++elsewhere;
+      }
     }
-    fewest = std::min(fewest, static_cast<int>(std::count(used.begin(), used.end(), true)));
-    most_subflows = std::max(most_subflows, static_cast<int>(fl.subflows.size()));
+    size_t on = static_cast<size_t>(std::count(pinned.begin(), pinned.end(), true));
+    fewest = std::min(fewest, static_cast<int>(on));
+    whole += task && on >= pinnable;
   }
+  auto pct = [&](uint64_t b) {
+    return total ? std::round(1000.0 * static_cast<double>(b) / static_cast<double>(total)) / 10 : 0.0;
+  };
   json f;
   f["mptcp_subflows_per_nic"] = subflows;
+  f["mptcp_task_ip_subflows"] = task_subflows;
   std::vector<double> share;
-  for (auto b : bytes) share.push_back(total ? std::round(1000.0 * static_cast<double>(b) / static_cast<double>(total)) / 10 : 0.0);
+  for (auto b : bytes) share.push_back(pct(b));
   f["mptcp_bytes_share_per_nic"] = share;
-  f["mptcp_min_nics_per_flow"] = s.flows.empty() ? 0 : fewest;
-  f["mptcp_max_subflows_per_flow"] = most_subflows;
-  if (foreign) f["mptcp_subflows_elsewhere"] = foreign;  // from or to none of the job's addresses
+  f["mptcp_bytes_share_task_ip"] = pct(task_bytes);
+  f["mptcp_flows_with_all_subflows"] = whole;
+  f["mptcp_min_pinned_nics_per_flow"] = s.flows.empty() ? 0 : fewest;
+  if (elsewhere) f["mptcp_subflows_elsewhere"] = elsewhere;  // from or to none of the job's addresses
   return f;
 }
 
-}  // namespace
 
 // One transfer per host (rack="...": every job host of the rack at once);
 // servers[i] and clients[i] are host i's receiver and sender. A save from
@@ -130,7 +147,7 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
         if (save_) send.bind = nics;
         else send.to = nics;
       }
-      send.listen = !job_connects(save_, h) ? false : !save_;  // a restore the job opens
+      send.listen = !save_ && on_mptcp(h);  // a restore the job opens
       if (send.listen) send.to.clear();
       send.port = port(i);
       send.flows = flows;
@@ -176,9 +193,10 @@ std::string Checkpoint::summary(const json& f) const {
   std::string placed;
   for (const auto& n : f.value("bpf_flows_per_nic", json::array()))
     placed += (placed.empty() ? " · BPF flows per NIC " : " ") + std::to_string(n.get<int>());
-  for (const auto& n : f.value("mptcp_subflows_per_nic", json::array()))
-    placed += (placed.empty() || placed.find("MPTCP") == std::string::npos ? " · MPTCP subflows per NIC " : " ") +
-              std::to_string(n.get<int>());
+  if (f.contains("mptcp_subflows_per_nic")) {
+    placed += fmt::format(" · MPTCP subflows: task IP {}, per NIC", f.value("mptcp_task_ip_subflows", 0));
+    for (const auto& n : f["mptcp_subflows_per_nic"]) placed += " " + std::to_string(n.get<int>());
+  }
   return fmt::format("{:.3f} Gbit/s · {:.2f} s · {} errors · {} · {} retransmits{}", f.value("throughput_gbps", 0.0),
                      f.value("seconds", 0.0), f.value("connection_errors", 0), verified_words(f),
                      f.value("retransmits", 0), placed);

@@ -29,8 +29,9 @@ void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
   for (size_t i = 0; i < plan.hosts.size(); ++i) {
     if (plan.conns[i] == 0) continue;
     traffic::FetchArgs a;
-    a.to = ctx.server_addr(plan.servers[i % plan.servers.size()],
-                           wants_v6(st, &ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i])))));
+    const auto& h = ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i])));
+    const bool v6 = wants_v6(st, &h);
+    a.to = ctx.server_addr(plan.servers[i % plan.servers.size()], v6);
     a.port = w.port;
     a.conns = plan.conns[i];
     a.bytes = plan.bytes;
@@ -39,8 +40,7 @@ void start_fetchers(WorkloadRun& w, StepContext& ctx, const FetchPlan& plan) {
     a.wait_go = plan.burst;
     // egress bind, the road the seed did not take: the reader binds each
     // connection to a NIC's address in turn
-    const auto& h = ctx.topo().nodes.at(static_cast<size_t>(ctx.topo().find_node(plan.hosts[i])));
-    if (auto nics = bound_nic_addresses(h, a.to.find(':') != std::string::npos); !nics.empty()) a.bind = nics;
+    if (auto nics = bound_nic_addresses(h, v6); !nics.empty()) a.bind = nics;
     if (plan.rate > 0) {
       a.rate = plan.rate;
       a.duration = plan.duration_s;

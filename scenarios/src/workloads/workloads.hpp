@@ -230,6 +230,10 @@ std::string verified_words(const nlohmann::json& f);
 nlohmann::json transfer_figures(const std::optional<traffic::SendResult>& sent,
                                 const std::optional<traffic::RecvResult>& received, uint64_t want, int flows,
                                 const std::map<int, int>& nic_of_port, size_t nics);
+// Egress mptcp: host H's transfer's subflows (SENT's flows') by the job's
+// address on them (JOB_LOCAL: the sender is the job): pinned to a NIC by
+// its address, or the task IP's (pinned to none); the flows that had all.
+nlohmann::json mptcp_figures(const traffic::SendResult& sent, const testbed::Node& h, bool job_local);
 // A rack's transfers: the sums over its hosts' figures, and each host's.
 nlohmann::json rack_transfer_figures(const std::vector<std::string>& hosts, const std::vector<nlohmann::json>& each,
                                      int flows_per_host);

@@ -125,14 +125,14 @@ struct ScenarioResult {
 // the first phase's same workload. results.json carries it per scenario
 // ("by_phase"), the report draws it; it is derived, never read back.
 struct PhaseCell {
-  std::string figure;  // what the rate is: throughput_gbps, or busbw_gbps of a collective
-  double gbps = 0;
+  std::string figure;  // what the rate is: throughput_gbps, or busbw_gbps of a collective ("": it has none)
+  std::optional<double> gbps;
   std::optional<double> ratio;  // against the first phase's (none where it has no such workload)
   double seconds = 0;
   std::optional<double> cpu_s_per_gbit;  // the machine's CPU-seconds per Gbit moved
   std::vector<double> nic_share;
   int connection_errors = 0;
-  bool bytes_verified = false;
+  std::optional<bool> bytes_verified;  // none: the workload checks no bytes (a probe, a command)
 };
 struct PhaseRow {
   std::string phase, egress;

@@ -56,6 +56,7 @@ struct SendArgs : CommonArgs {
   std::optional<std::string> bind;
   bool wait_go = false;
   bool listen = false;  // it accepts the --flows connections on --port (a recv --from opens them) instead of --to
+  double accept_timeout = 60;  // --listen: a flow whose connection has not come by then (seconds after the go) failed
   template <class V> void fields(V&& v) {
     v("--to", to);
     v("--port", port);
@@ -68,6 +69,7 @@ struct SendArgs : CommonArgs {
     v("--bind", bind);
     v("--wait-go", wait_go);
     v("--listen", listen);
+    v("--accept-timeout", accept_timeout);
   }
 };
 

@@ -17,6 +17,7 @@ namespace lanes::scenarios::traffic {
 // addresses and what of the flow it carried (acknowledged bytes)
 struct Subflow {
   std::string local, remote;
+  int local_port = 0, remote_port = 0;
   uint64_t bytes_acked = 0;
   uint64_t retransmits = 0;
 };
@@ -168,7 +169,8 @@ struct TraceResult {
 
 // Missing fields read as their defaults (an older lanes-traffic, or a field
 // this one leaves out); a field of the wrong type makes the read fail.
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Subflow, local, remote, bytes_acked, retransmits)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Subflow, local, remote, local_port, remote_port, bytes_acked,
+                                                retransmits)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
                                                 per_interval, subflows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendResult, role, flows, bytes, steady_gbps, interval_bytes, seconds,

@@ -127,6 +127,8 @@ struct Node {
   // machine of a run over several (partition.hpp); -1: lanes places it
   int machine = -1;
   SourceLoc loc;
+  // a host whose job's egress is M
+  bool on_egress(EgressMode m) const { return job && job->egress == m; }
 };
 
 // The rack switch's BGP and FIB settings (attributes of <rack>).
@@ -182,6 +184,12 @@ struct Topology {
   std::vector<Rack> racks;
 
   int find_node(const std::string& name) const;  // -1 if absent
+  // the first host whose job's egress is M (nullptr: none)
+  const Node* first_on_egress(EgressMode m) const {
+    for (const auto& n : nodes)
+      if (n.on_egress(m)) return &n;
+    return nullptr;
+  }
   // NODE is a host with a job (what workloads, faults and assertions act on)
   bool is_job_host(const std::string& node) const;
   std::vector<int> links_of(int node) const;

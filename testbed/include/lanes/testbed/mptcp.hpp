@@ -23,6 +23,13 @@ namespace lanes::testbed {
 // a ninth endpoint is refused with ERANGE)
 inline constexpr uint32_t kMptcpMaxSubflows = 8;
 inline constexpr size_t kMptcpMaxEndpoints = 8;
+// How many of a job's NICS beyond the first get an endpoint (egress mptcp:
+// NIC k's address, k ≥ 1) when its job has FAMILIES address families: the
+// kernel's 8 shared among them
+inline size_t mptcp_endpoint_nics(size_t nics, int families) {
+  size_t per_family = kMptcpMaxEndpoints / static_cast<size_t>(families < 1 ? 1 : families);
+  return nics == 0 ? 0 : (nics - 1 < per_family ? nics - 1 : per_family);
+}
 
 struct MptcpLimits {
   uint32_t subflows = 0;           // additional subflows a connection may have
