@@ -338,11 +338,12 @@ class Sender {
                give_up(std::string("no connection came within ") + secs + " s");
              });
   }
+  // No more flows are taken; the socket stays open until the end: an MPTCP
+  // connection's further subflows join through it (closed at once, a
+  // restore's subflows were refused and most flows ran on their first alone)
   void stop_listening() {
-    if (ls_ < 0) return;
-    loop_.unwatch(ls_);
-    ::close(ls_);
-    ls_ = -1;
+    if (listening_) loop_.unwatch(ls_);
+    listening_ = false;
   }
   // --listen: the flows still without a connection failed, WHY
   void give_up(const std::string& why) {
@@ -523,6 +524,7 @@ class Sender {
   std::vector<Flow> flows_;
   int open_ = 0;  // flows not yet ended
   int ls_ = -1;  // --listen's socket
+  bool listening_ = true;  // --listen: still taking flows
   size_t accepted_ = 0;  // --listen: the flows that have their connection
 };
 
