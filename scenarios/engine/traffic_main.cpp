@@ -1053,7 +1053,9 @@ int main(int argc, char** argv) {
                "[--incarnation I] [--resume] [--seed S] [--timeout SECONDS] [--wait-go]\n"
                "       lanes-traffic store --port P --ranks N [--seed S]\n"
                "       lanes-traffic trace --trace FILE --rank R --ranks N --to NEXT --port P [--channels C] "
-               "[--iterations I] [--scale X] [--seed S] [--timeout SECONDS] [--wait-go]\n"
+               "[--iterations I] [--scale X] [--seed S] [--timeout SECONDS] [--wait-go] [--peers A0,A1,... "
+               "--mesh-port M] (every rank's address and the port of its direct connections: all-to-all, gather, "
+               "scatter, sends)\n"
                "every mode: [--congestion NAME] sets the TCP congestion control of its TCP sockets;\n"
                "            [--mptcp] makes them MPTCP sockets (the namespace's endpoints make the subflows)\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;

@@ -152,6 +152,65 @@ Trace parse(const std::string& raw, const std::string& file) {
   return t;
 }
 
+namespace {
+void put_message(std::string& out, const google::protobuf::MessageLite& m) {
+  std::string body = m.SerializeAsString();
+  uint64_t len = body.size();
+  do {  // the length as a varint
+    uint8_t b = len & 0x7f;
+    len >>= 7;
+    out.push_back(static_cast<char>(len ? b | 0x80 : b));
+  } while (len);
+  out += body;
+}
+void int_attr_of(ChakraProtoMsg::Node& m, const char* name, const std::optional<int64_t>& v) {
+  if (!v) return;
+  auto* a = m.add_attr();
+  a->set_name(name);
+  a->set_int64_val(*v);
+}
+}  // namespace
+
+std::string serialize(const Trace& t) {
+  std::string out;
+  ChakraProtoMsg::GlobalMetadata g;
+  g.set_version(t.version);
+  for (const auto& [k, v] : t.metadata) {
+    auto* a = g.add_attr();
+    a->set_name(k);
+    a->set_string_val(v);
+  }
+  put_message(out, g);
+  for (const auto& n : t.nodes) {
+    ChakraProtoMsg::Node m;
+    m.set_id(n.id);
+    m.set_name(n.name);
+    m.set_type(static_cast<ChakraProtoMsg::NodeType>(n.type));
+    for (auto d : n.ctrl_deps) m.add_ctrl_deps(d);
+    for (auto d : n.data_deps) m.add_data_deps(d);
+    m.set_start_time_micros(n.start_us);
+    m.set_duration_micros(n.duration_us);
+    if (n.is_cpu_op) {
+      auto* a = m.add_attr();
+      a->set_name("is_cpu_op");
+      a->set_bool_val(true);
+    }
+    int_attr_of(m, "comm_type", n.comm_type);
+    int_attr_of(m, "comm_size", n.comm_size);
+    int_attr_of(m, "comm_src", n.comm_src);
+    int_attr_of(m, "comm_dst", n.comm_dst);
+    int_attr_of(m, "comm_tag", n.comm_tag);
+    int_attr_of(m, "root", n.root);
+    if (!n.pg_name.empty()) {
+      auto* a = m.add_attr();
+      a->set_name("pg_name");
+      a->set_string_val(n.pg_name);
+    }
+    put_message(out, m);
+  }
+  return out;
+}
+
 Trace read(const std::string& path) {
   std::error_code ec;
   auto size = std::filesystem::file_size(path, ec);

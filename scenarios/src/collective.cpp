@@ -18,10 +18,16 @@ const char* op_name(Op op) {
     case Op::allreduce: return "allreduce";
     case Op::reducescatter: return "reducescatter";
     case Op::broadcast: return "broadcast";
+    case Op::reduce: return "reduce";
+    case Op::alltoall: return "alltoall";
+    case Op::gather: return "gather";
+    case Op::scatter: return "scatter";
     case Op::allgather: break;
   }
   return "allgather";
 }
+
+bool is_direct(Op op) { return op == Op::alltoall || op == Op::gather || op == Op::scatter; }
 
 namespace {
 int mod(int a, int n) { return ((a % n) + n) % n; }
@@ -36,6 +42,14 @@ std::vector<RingStep> ring_schedule(Op op, int n, int rank, int root) {
     if (p < n - 1) steps.push_back({0, 0, false, true, false});
     return steps;
   }
+  if (op == Op::reduce) {
+    int p = mod(rank - root - 1, n);  // its place in the chain that ends at the root
+    if (p > 0) steps.push_back({0, 0, true, false, true});
+    // the chain's first rank sends its input (a step that reduces sends from it)
+    if (p < n - 1) steps.push_back({0, 0, p == 0, true, false});
+    return steps;
+  }
+  if (is_direct(op)) return steps;
   if (op != Op::allgather)
     for (int k = 0; k < n - 1; ++k) steps.push_back({mod(rank - k - 1, n), mod(rank - k - 2, n), true});
   if (op != Op::reducescatter)
@@ -43,11 +57,33 @@ std::vector<RingStep> ring_schedule(Op op, int n, int rank, int root) {
   return steps;
 }
 
-int chunks(Op op, int n) { return op == Op::broadcast ? 1 : n; }
+int chunks(Op op, int n) { return op == Op::broadcast || op == Op::reduce ? 1 : n; }
+
+bool direct_sends(Op op, int n, int from, int to, int root) {
+  if (from == to || from < 0 || to < 0 || from >= n || to >= n) return false;
+  switch (op) {
+    case Op::alltoall: return true;
+    case Op::gather: return to == root;
+    case Op::scatter: return from == root;
+    default: return false;
+  }
+}
+
+uint64_t direct_block(uint64_t bytes, int n) {
+  if (n < 1) return 0;
+  uint64_t unit = 8 * static_cast<uint64_t>(n);
+  return std::max<uint64_t>(8, (bytes + unit - 1) / unit * 8);
+}
+
+uint64_t block_word(uint64_t seed, uint64_t key, int from, int to, uint64_t index) {
+  uint64_t pair = splitmix64(seed ^ splitmix64(key * 0x9E3779B97F4A7C15ull + 0x5851F42D4C957F2Dull) ^
+                             (static_cast<uint64_t>(from) << 32 | static_cast<uint32_t>(to)));
+  return splitmix64(pair + index);
+}
 
 double bus_factor(Op op, int n) {
   if (n < 1) return 0;
-  if (op == Op::broadcast) return 1;
+  if (op == Op::broadcast || op == Op::reduce) return 1;
   double f = static_cast<double>(n - 1) / n;
   return op == Op::allreduce ? 2 * f : f;
 }
@@ -113,6 +149,8 @@ uint64_t Expected::operator()(uint64_t index) const {
 std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l, int root) {
   uint64_t cw = l.chunk / 8, r = static_cast<uint64_t>(rank);
   if (op == Op::broadcast && rank == root) return {0, 0};
+  if (op == Op::reduce && rank != root) return {0, 0};
+  if (is_direct(op)) return {0, 0};
   if (op == Op::reducescatter) return {r * cw, (r + 1) * cw};
   return {0, l.bytes / 8};
 }
@@ -120,6 +158,7 @@ std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l, int
 std::pair<uint64_t, uint64_t> input_words(Op op, int rank, const Layout& l, int root) {
   uint64_t cw = l.chunk / 8, r = static_cast<uint64_t>(rank);
   if (op == Op::broadcast && rank != root) return {0, 0};
+  if (is_direct(op)) return {0, 0};
   if (op == Op::allgather) return {r * cw, (r + 1) * cw};
   return {0, l.bytes / 8};
 }

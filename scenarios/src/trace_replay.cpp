@@ -6,6 +6,7 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <tuple>
 
 namespace lanes::scenarios::replay {
 
@@ -35,6 +36,8 @@ const char* kind_name(Kind k) {
     case Kind::cpu: return "cpu";
     case Kind::gpu: return "gpu";
     case Kind::collective: return "collective";
+    case Kind::send: return "send";
+    case Kind::recv: return "recv";
     case Kind::skip: break;
   }
   return "skip";
@@ -70,30 +73,40 @@ Plan plan(const chakra::Trace& t, int ranks) {
           case CommType::all_gather: op.coll = collective::Op::allgather; break;
           case CommType::reduce_scatter:
           case CommType::reduce_scatter_block: op.coll = collective::Op::reducescatter; break;
-          case CommType::broadcast:
-            op.coll = collective::Op::broadcast;
-            op.root = static_cast<int>(n.root.value_or(0));
-            if (n.root && (*n.root < 0 || *n.root >= ranks))
-              refuse_node(t.file, n, fmt::format("a broadcast from rank {}, in a job of {} ranks", *n.root, ranks));
-            break;
+          case CommType::broadcast: op.coll = collective::Op::broadcast; break;
+          case CommType::reduce: op.coll = collective::Op::reduce; break;
+          case CommType::all_to_all: op.coll = collective::Op::alltoall; break;
+          case CommType::gather: op.coll = collective::Op::gather; break;
+          case CommType::scatter: op.coll = collective::Op::scatter; break;
           case CommType::barrier:
             op.coll = collective::Op::allreduce;
             op.bytes = 8 * static_cast<uint64_t>(ranks);
             break;
-          case CommType::all_to_all:
-          case CommType::reduce:
-          case CommType::gather:
-          case CommType::scatter:
-            refuse_node(t.file, n, fmt::format("{} is not replayed by lanes yet (it replays ALL_REDUCE, ALL_GATHER, "
-                                  "REDUCE_SCATTER, BROADCAST and BARRIER)",
-                                  chakra::comm_name(static_cast<CommType>(*n.comm_type))));
           default: refuse_node(t.file, n, fmt::format("comm_type {} is not a Chakra collective", *n.comm_type));
+        }
+        if (op.coll == collective::Op::broadcast || op.coll == collective::Op::reduce ||
+            op.coll == collective::Op::gather || op.coll == collective::Op::scatter) {
+          op.root = static_cast<int>(n.root.value_or(0));
+          if (n.root && (*n.root < 0 || *n.root >= ranks))
+            refuse_node(t.file, n, fmt::format("a {} with root rank {}, in a job of {} ranks",
+                                               chakra::comm_name(static_cast<CommType>(*n.comm_type)), *n.root, ranks));
         }
         break;
       case NodeType::comm_send:
-      case NodeType::comm_recv:
-        refuse_node(t.file, n, fmt::format("{}: point-to-point sends and receives are not replayed by lanes yet",
-                              chakra::type_name(type)));
+      case NodeType::comm_recv: {
+        bool send = type == NodeType::comm_send;
+        op.kind = send ? Kind::send : Kind::recv;
+        const auto& peer = send ? n.comm_dst : n.comm_src;
+        if (!peer) refuse_node(t.file, n, fmt::format("a {} without {}", send ? "send" : "receive", send ? "comm_dst" : "comm_src"));
+        if (*peer < 0 || *peer >= ranks)
+          refuse_node(t.file, n, fmt::format("a {} {} rank {}, in a job of {} ranks", send ? "send" : "receive",
+                                             send ? "to" : "from", *peer, ranks));
+        if (!n.comm_size || *n.comm_size <= 0) refuse_node(t.file, n, "a transfer without a comm_size of at least 1 byte");
+        op.peer = static_cast<int>(*peer);
+        op.tag = n.comm_tag.value_or(0);
+        op.bytes = static_cast<uint64_t>(*n.comm_size);
+        break;
+      }
       case NodeType::mem_load:
       case NodeType::mem_store:
         refuse_node(t.file, n, fmt::format("{}: memory nodes are not replayed by lanes", chakra::type_name(type)));
@@ -149,9 +162,14 @@ Plan plan(const chakra::Trace& t, int ranks) {
   for (size_t i = 0; i < m; ++i) {
     p.ops[i].deps.assign(deps[i].begin(), deps[i].end());
     if (p.ops[i].kind == Kind::collective) p.collectives.push_back(i);
+    if (p.ops[i].kind == Kind::send || p.ops[i].kind == Kind::recv) p.transfers.push_back(i);
   }
-  std::sort(p.collectives.begin(), p.collectives.end(),
-            [&](size_t a, size_t b) { return p.ops[a].id < p.ops[b].id; });
+  auto by_id = [&](size_t a, size_t b) { return p.ops[a].id < p.ops[b].id; };
+  std::sort(p.collectives.begin(), p.collectives.end(), by_id);
+  std::sort(p.transfers.begin(), p.transfers.end(), by_id);
+  // each transfer's place among those of its direction, peer and tag
+  std::map<std::tuple<Kind, int, int64_t>, uint64_t> seen;
+  for (size_t i : p.transfers) p.ops[i].ordinal = seen[{p.ops[i].kind, p.ops[i].peer, p.ops[i].tag}]++;
   return p;
 }
 
@@ -171,6 +189,39 @@ std::string mismatch(const std::vector<Plan>& plans) {
                            x.id, collective::op_name(x.coll), size_text(x.bytes), r, y.id, collective::op_name(y.coll),
                            size_text(y.bytes));
     }
+  }
+  // every send met by the receive its peer has for it, and no more receives
+  // (FROM, TO, TAG) → the sizes in order, as the senders and as the receivers have them
+  std::map<std::tuple<int, int, int64_t>, std::vector<std::pair<uint64_t, uint64_t>>> sends, recvs;
+  for (size_t r = 0; r < plans.size(); ++r)
+    for (size_t i : plans[r].transfers) {
+      const Op& op = plans[r].ops[i];
+      if (op.peer == static_cast<int>(r))
+        return fmt::format("rank {}'s node {} ({}) {} rank {} itself", r, op.id, op.name,
+                           op.kind == Kind::send ? "sends to" : "receives from", r);
+      if (op.kind == Kind::send) sends[{static_cast<int>(r), op.peer, op.tag}].push_back({op.bytes, op.id});
+      else recvs[{op.peer, static_cast<int>(r), op.tag}].push_back({op.bytes, op.id});
+    }
+  for (const auto& [key, list] : sends) {
+    auto [from, to, tag] = key;
+    auto it = recvs.find(key);
+    size_t have = it == recvs.end() ? 0 : it->second.size();
+    for (size_t k = 0; k < list.size(); ++k) {
+      if (k >= have)
+        return fmt::format("rank {}'s node {} sends {} to rank {} (tag {}), which has no receive for it: {} send(s), {} receive(s)",
+                           from, list[k].second, size_text(list[k].first), to, tag, list.size(), have);
+      if (it->second[k].first != list[k].first)
+        return fmt::format("rank {}'s node {} sends {} to rank {} (tag {}), whose node {} receives {}", from, list[k].second,
+                           size_text(list[k].first), to, tag, it->second[k].second, size_text(it->second[k].first));
+    }
+  }
+  for (const auto& [key, list] : recvs) {
+    auto [from, to, tag] = key;
+    auto it = sends.find(key);
+    size_t have = it == sends.end() ? 0 : it->second.size();
+    if (list.size() > have)
+      return fmt::format("rank {}'s node {} receives {} from rank {} (tag {}), which has no send for it", to,
+                         list[have].second, size_text(list[have].first), from, tag);
   }
   return "";
 }
@@ -197,6 +248,8 @@ void Scheduler::ready_check(size_t i) {
   else if (op.kind == Kind::collective) {
     auto it = std::find(plan_.collectives.begin(), plan_.collectives.end(), i);
     ready_coll_[static_cast<size_t>(it - plan_.collectives.begin())] = true;
+  } else if (op.kind == Kind::send || op.kind == Kind::recv) {
+    ready_transfers_.insert({op.id, i});
   } else {
     // nothing to do: it ends now (start() finishes it)
     ready_cpu_.insert({op.id, i});
@@ -233,6 +286,11 @@ std::vector<size_t> Scheduler::start() {
       gpu_busy_ = true;
       out.push_back(i);
     }
+    for (auto [id, i] : ready_transfers_) {  // no stream: every one that may
+      started_[i] = true;
+      out.push_back(i);
+    }
+    ready_transfers_.clear();
     if (!coll_busy_ && next_coll_ < plan_.collectives.size() && ready_coll_[next_coll_]) {
       size_t i = plan_.collectives[next_coll_++];
       started_[i] = true;
@@ -251,6 +309,8 @@ void Scheduler::finish(size_t i) {
     case Kind::cpu: cpu_busy_ = false; break;
     case Kind::gpu: gpu_busy_ = false; break;
     case Kind::collective: coll_busy_ = false; break;
+    case Kind::send:
+    case Kind::recv:
     case Kind::skip: break;
   }
   for (size_t j : dependents_[i]) {
@@ -292,7 +352,8 @@ Timed simulate(const Plan& p, double scale, const std::vector<double>& collectiv
       const Op& op = p.ops[i];
       double d = op.kind == Kind::collective
                      ? (coll_index[i] < collective_s.size() ? collective_s[coll_index[i]] : 0.0)
-                     : op.duration_s * scale;
+                 : op.kind == Kind::send || op.kind == Kind::recv ? 0.0
+                                                                  : op.duration_s * scale;
       running.push({now + d, i});
     }
     if (running.empty()) break;

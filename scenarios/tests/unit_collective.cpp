@@ -106,6 +106,78 @@ TEST_CASE("ring schedule: every rank ends with what the collective promises, n =
   }
 }
 
+TEST_CASE("reduce: the chain that ends at the root adds every rank's input once, n = 2..16, every root", "[unit]") {
+  for (int n = 2; n <= 16; ++n)
+    for (int root = 0; root < n; ++root) {
+      INFO("n = " << n << ", root " << root);
+      // along the chain from the root's next: what each rank receives, adds and sends on
+      uint32_t carried = 0;
+      bool have = false;
+      for (int p = 0; p < n; ++p) {
+        int r = (root + 1 + p) % n;
+        auto s = coll::ring_schedule(coll::Op::reduce, n, r, root);
+        uint32_t out = 0;
+        size_t k = 0;
+        if (p > 0) {  // a receiving step that adds
+          REQUIRE(s.size() > k);
+          CHECK(s[k].recv);
+          CHECK_FALSE(s[k].send);
+          CHECK(s[k].reduce);
+          REQUIRE(have);
+          CHECK((carried & (1u << r)) == 0);
+          out = carried | (1u << r);
+          ++k;
+        }
+        if (p < n - 1) {  // a sending step: the input (the first) or what it added
+          REQUIRE(s.size() > k);
+          CHECK(s[k].send);
+          CHECK_FALSE(s[k].recv);
+          carried = k == 0 && s[k].reduce ? 1u << r : out;
+          have = true;
+          ++k;
+        }
+        CHECK(s.size() == k);
+        if (r == root) CHECK(out == (n == 32 ? ~0u : (1u << n) - 1));
+      }
+      CHECK(coll::chunks(coll::Op::reduce, n) == 1);
+    }
+}
+
+TEST_CASE("direct exchanges: who owes whom a block, its size, and words unique to exchange, pair and place",
+          "[unit]") {
+  for (int n : {2, 4, 7}) {
+    int a2a = 0, g = 0, sc = 0;
+    for (int f = 0; f < n; ++f)
+      for (int t = 0; t < n; ++t) {
+        a2a += coll::direct_sends(coll::Op::alltoall, n, f, t);
+        g += coll::direct_sends(coll::Op::gather, n, f, t, 1);
+        sc += coll::direct_sends(coll::Op::scatter, n, f, t, 1);
+        if (coll::direct_sends(coll::Op::gather, n, f, t, 1)) CHECK(t == 1);
+        if (coll::direct_sends(coll::Op::scatter, n, f, t, 1)) CHECK(f == 1);
+      }
+    CHECK(a2a == n * (n - 1));
+    CHECK(g == n - 1);
+    CHECK(sc == n - 1);
+    CHECK_FALSE(coll::direct_sends(coll::Op::allreduce, n, 0, 1));
+    CHECK_FALSE(coll::direct_sends(coll::Op::alltoall, n, 0, n));
+    CHECK(coll::ring_schedule(coll::Op::alltoall, n, 0).empty());
+  }
+  CHECK(coll::direct_block(1 << 20, 4) == 1 << 18);
+  CHECK(coll::direct_block(100, 4) == 32);  // 25 rounded up to whole words
+  CHECK(coll::direct_block(1, 4) == 8);
+  CHECK(coll::bus_factor(coll::Op::alltoall, 4) == Approx(0.75));
+  CHECK(coll::bus_factor(coll::Op::reduce, 4) == Approx(1.0));
+  uint64_t w = coll::block_word(1, 5, 0, 1, 0);
+  CHECK(w == coll::block_word(1, 5, 0, 1, 0));
+  CHECK(w != coll::block_word(1, 5, 1, 0, 0));  // the other direction
+  CHECK(w != coll::block_word(1, 6, 0, 1, 0));  // the next exchange
+  CHECK(w != coll::block_word(1, 5, 0, 1, 1));
+  CHECK(w != coll::block_word(2, 5, 0, 1, 0));
+  CHECK(coll::op_name(coll::Op::alltoall) == std::string("alltoall"));
+  CHECK(coll::is_direct(coll::Op::scatter));
+  CHECK_FALSE(coll::is_direct(coll::Op::reduce));
+}
+
 TEST_CASE("nccl-tests' figures: algbw = S/t, busbw = algbw * 2(n-1)/n or (n-1)/n", "[unit]") {
   CHECK(coll::bus_factor(coll::Op::allreduce, 8) == Approx(1.75));
   CHECK(coll::bus_factor(coll::Op::allgather, 8) == Approx(0.875));

@@ -3,6 +3,7 @@
 // it depends on ended or while its stream is busy — on hand-made traces,
 // on random graphs and on the real PyTorch job's trace.
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
 #include <string>
@@ -112,6 +113,86 @@ TEST_CASE("trace replay: what each node becomes", "[unit]") {
   CHECK(p.gpu_s == Approx(0.0015));
 }
 
+chakra::Node transfer(uint64_t id, bool send, int peer, int64_t bytes, int64_t tag, std::vector<uint64_t> deps = {}) {
+  chakra::Node n;
+  n.id = id;
+  n.name = (send ? "send" : "recv") + std::to_string(id);
+  n.type = static_cast<int>(send ? NodeType::comm_send : NodeType::comm_recv);
+  (send ? n.comm_dst : n.comm_src) = peer;
+  n.comm_size = bytes;
+  n.comm_tag = tag;
+  n.data_deps = std::move(deps);
+  return n;
+}
+
+TEST_CASE("trace replay: reduce, all-to-all, gather, scatter, sends and receives", "[unit]") {
+  auto red = coll_node(1, CommType::reduce, 4096);
+  red.root = 3;
+  auto gat = coll_node(3, CommType::gather, 4096);
+  gat.root = 1;
+  auto p = replay::plan(trace_of({red, coll_node(2, CommType::all_to_all, 1 << 20), gat,
+                                  coll_node(4, CommType::scatter, 64), transfer(9, true, 2, 100, 7),
+                                  transfer(6, true, 2, 50, 7), transfer(7, false, 2, 8, 7), transfer(8, true, 2, 8, 5)}),
+                        4);
+  CHECK(p.ops[0].coll == coll::Op::reduce);
+  CHECK(p.ops[0].root == 3);
+  CHECK(p.ops[1].coll == coll::Op::alltoall);
+  CHECK(p.ops[2].coll == coll::Op::gather);
+  CHECK(p.ops[2].root == 1);
+  CHECK(p.ops[3].coll == coll::Op::scatter);
+  CHECK(p.ops[3].root == 0);  // none given
+  CHECK(p.collectives == std::vector<size_t>{0, 1, 2, 3});
+  // transfers in id order, each with its place among its direction, peer and tag
+  CHECK(p.transfers == std::vector<size_t>{5, 6, 7, 4});
+  CHECK(p.ops[5].kind == replay::Kind::send);
+  CHECK(p.ops[5].ordinal == 0);  // node 6: the first send to 2 with tag 7
+  CHECK(p.ops[4].ordinal == 1);  // node 9: the second
+  CHECK(p.ops[6].kind == replay::Kind::recv);
+  CHECK(p.ops[6].ordinal == 0);
+  CHECK(p.ops[7].ordinal == 0);  // another tag
+  CHECK(p.ops[4].peer == 2);
+  CHECK(p.ops[4].tag == 7);
+  CHECK(p.ops[4].bytes == 100);
+}
+
+TEST_CASE("trace replay: every send must meet its receive, of the same size, on another rank", "[unit]") {
+  auto plans = [](std::vector<std::vector<chakra::Node>> ranks) {
+    std::vector<replay::Plan> out;
+    for (auto& r : ranks) out.push_back(replay::plan(trace_of(std::move(r)), static_cast<int>(ranks.size())));
+    return out;
+  };
+  // a pipeline 0 → 1 → 2, tag 3, twice
+  CHECK(replay::mismatch(plans({{transfer(1, true, 1, 64, 3), transfer(2, true, 1, 32, 3)},
+                                {transfer(1, false, 0, 64, 3), transfer(2, true, 2, 16, 3), transfer(3, false, 0, 32, 3)},
+                                {transfer(5, false, 1, 16, 3)}}))
+            .empty());
+  CHECK(replay::mismatch(plans({{transfer(1, true, 1, 64, 3)}, {transfer(1, false, 0, 48, 3)}})) ==
+        "rank 0's node 1 sends 64 B to rank 1 (tag 3), whose node 1 receives 48 B");
+  CHECK_THAT(replay::mismatch(plans({{transfer(1, true, 1, 64, 3)}, {transfer(1, false, 0, 64, 4)}})),
+             Catch::Contains("rank 0's node 1 sends 64 B to rank 1 (tag 3), which has no receive for it"));
+  CHECK(replay::mismatch(plans({{comp(1, 1, false)}, {transfer(4, false, 0, 64, 4)}})) ==
+        "rank 1's node 4 receives 64 B from rank 0 (tag 4), which has no send for it");
+  CHECK(replay::mismatch(plans({{transfer(1, true, 0, 64, 3)}, {comp(1, 1, false)}})) ==
+        "rank 0's node 1 (send1) sends to rank 0 itself");
+}
+
+TEST_CASE("trace replay: sends and receives take no stream, start as their dependencies end", "[unit]") {
+  // kernel 1 (2 ms) feeds send 2 and receive 3 at once; kernel 4 needs the receive
+  auto p = replay::plan(trace_of({comp(1, 2000, false), transfer(2, true, 1, 64, 0, {1}), transfer(3, false, 1, 64, 0, {1}),
+                                  comp(4, 1000, false, {3}), coll_node(5, CommType::all_reduce, 1 << 20)}),
+                        2);
+  replay::Scheduler s(p);
+  auto first = s.start();
+  CHECK(std::find(first.begin(), first.end(), size_t{1}) == first.end());  // the send waits for kernel 1
+  s.finish(0);
+  auto next = s.start();
+  CHECK(std::find(next.begin(), next.end(), size_t{1}) != next.end());
+  CHECK(std::find(next.begin(), next.end(), size_t{2}) != next.end());  // both at once, beside the collective
+  auto t = replay::simulate(p, 1.0, {0.010});
+  check_order(p, t);
+  CHECK(t.start[3] == Approx(0.002));
+}
+
 TEST_CASE("trace replay: what it refuses, with the node and the reason", "[unit]") {
   chakra::Node odd = comp(3, 1, false);
   odd.type = 9;
@@ -121,12 +202,25 @@ TEST_CASE("trace replay: what it refuses, with the node and the reason", "[unit]
   CHECK_THAT(refusal({mem}), Catch::Contains("node 2 (op2): MEM_LOAD_NODE: memory nodes are not replayed"));
   chakra::Node send = comp(2, 1, false);
   send.type = static_cast<int>(NodeType::comm_send);
-  CHECK_THAT(refusal({send}), Catch::Contains("COMM_SEND_NODE: point-to-point"));
+  send.comm_size = 64;
+  CHECK_THAT(refusal({send}), Catch::Contains("node 2 (op2): a send without comm_dst"));
+  send.comm_dst = 4;
+  CHECK_THAT(refusal({send}, 4), Catch::Contains("a send to rank 4, in a job of 4 ranks"));
+  send.comm_dst = 1;
+  send.comm_size.reset();
+  CHECK_THAT(refusal({send}), Catch::Contains("a transfer without a comm_size"));
+  chakra::Node recv = comp(2, 1, false);
+  recv.type = static_cast<int>(NodeType::comm_recv);
+  recv.comm_size = 64;
+  CHECK_THAT(refusal({recv}), Catch::Contains("a receive without comm_src"));
+  recv.comm_src = -1;
+  CHECK_THAT(refusal({recv}), Catch::Contains("a receive from rank -1"));
   chakra::Node invalid = comp(2, 1, false);
   invalid.type = 0;
   CHECK_THAT(refusal({invalid}), Catch::Contains("an INVALID_NODE"));
-  CHECK_THAT(refusal({coll_node(4, CommType::all_to_all, 100)}), Catch::Contains("ALL_TO_ALL is not replayed"));
-  CHECK_THAT(refusal({coll_node(4, CommType::gather, 100)}), Catch::Contains("GATHER is not replayed"));
+  auto far_gather = coll_node(4, CommType::gather, 100);
+  far_gather.root = 9;
+  CHECK_THAT(refusal({far_gather}), Catch::Contains("a GATHER with root rank 9, in a job of 4 ranks"));
   CHECK_THAT(refusal({coll_node(4, static_cast<CommType>(42), 100)}),
              Catch::Contains("comm_type 42 is not a Chakra collective"));
   auto nosize = coll_node(4, CommType::all_reduce, 0);
@@ -137,7 +231,7 @@ TEST_CASE("trace replay: what it refuses, with the node and the reason", "[unit]
   CHECK_THAT(refusal({notype}), Catch::Contains("without comm_type"));
   auto far = coll_node(4, CommType::broadcast, 8);
   far.root = 4;
-  CHECK_THAT(refusal({far}, 4), Catch::Contains("a broadcast from rank 4, in a job of 4 ranks"));
+  CHECK_THAT(refusal({far}, 4), Catch::Contains("a BROADCAST with root rank 4, in a job of 4 ranks"));
   CHECK_THAT(refusal({comp(1, 1, false, {7})}),
              Catch::Contains("node 1 (op1): needs the data of node 7, which the trace does not have"));
   auto orphan = comp(1, 1, false);

@@ -12,9 +12,11 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "lanes/scenarios/chakra.hpp"
 #include "lanes/scenarios/scenario.hpp"
 #include "lanes/scenarios/traffic_results.hpp"
 #include "lanes/testbed/input_file.hpp"
@@ -51,8 +53,9 @@ struct RankRun {
 std::vector<RankRun> run_ranks(const std::vector<std::string>& files, const std::string& scale, int iterations) {
   int n = static_cast<int>(files.size());
   lanes::test::TempDir dir;
-  std::vector<int> fds, ports;
-  for (int r = 0; r < n; ++r) {
+  std::vector<int> fds, ports, mesh_fds;
+  std::string peers, peer_ports;
+  auto listener = [](int& port) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);  // no CLOEXEC: the rank inherits it
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -61,11 +64,20 @@ std::vector<RankRun> run_ranks(const std::vector<std::string>& files, const std:
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
     REQUIRE(::listen(fd, 64) == 0);
     REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
+    port = ntohs(a.sin_port);
+    return fd;
+  };
+  for (int r = 0; r < n; ++r) {
+    int port = 0, mport = 0;
+    fds.push_back(listener(port));
+    ports.push_back(port);
+    mesh_fds.push_back(listener(mport));  // the direct connections'
+    peers += std::string(r ? "," : "") + "127.0.0.1";
+    peer_ports += (r ? "," : "") + std::to_string(mport);
   }
   std::string bin = (std::filesystem::path(lanes::test::lanes_bin()).parent_path() / "lanes-traffic").string();
   std::vector<pid_t> pids;
+  std::fflush(nullptr);  // what this process has buffered is not the ranks' to print
   for (int r = 0; r < n; ++r) {
     std::string out = dir.path() + "/rank-" + std::to_string(r);
     pid_t pid = ::fork();
@@ -76,7 +88,9 @@ std::vector<RankRun> run_ranks(const std::vector<std::string>& files, const std:
                                     "--ranks", std::to_string(n), "--to", "127.0.0.1", "--listen-fd",
                                     std::to_string(fds[static_cast<size_t>(r)]), "--next-port",
                                     std::to_string(ports[static_cast<size_t>((r + 1) % n)]), "--channels", "2",
-                                    "--iterations", std::to_string(iterations), "--scale", scale, "--timeout", "60"};
+                                    "--iterations", std::to_string(iterations), "--scale", scale, "--timeout", "60",
+                                    "--peers", peers, "--peer-ports", peer_ports, "--mesh-listen-fd",
+                                    std::to_string(mesh_fds[static_cast<size_t>(r)])};
       std::vector<char*> argv;
       for (auto& x : a) argv.push_back(x.data());
       argv.push_back(nullptr);
@@ -86,6 +100,7 @@ std::vector<RankRun> run_ranks(const std::vector<std::string>& files, const std:
     pids.push_back(pid);
   }
   for (int fd : fds) ::close(fd);
+  for (int fd : mesh_fds) ::close(fd);
   std::vector<RankRun> out;
   for (int r = 0; r < n; ++r) {
     RankRun rr;
@@ -114,9 +129,9 @@ TEST_CASE("trace workload: a trace that does not fit the job is refused at the s
              Catch::Contains("replicate-rank=3, but the trace has 1 rank file"));
   CHECK_THAT(load_problem(R"(<workload name="j" type="trace" trace="traces/nowhere/x"/>)"),
              Catch::Contains("no such folder"));
-  // replicated, astra-sim's all-to-all: read, then refused for what it asks
-  CHECK_THAT(load_problem(R"(<workload name="j" type="trace" trace="traces/astra-sim/all_to_all/4npus_1MB/all_to_all" replicate-rank="0"/>)"),
-             Catch::Contains("ALL_TO_ALL is not replayed by lanes yet"));
+  // replicated, astra-sim's all-to-all
+  CHECK(load_problem(R"(<workload name="j" type="trace" trace="traces/astra-sim/all_to_all/4npus_1MB/all_to_all" replicate-rank="0"/>)")
+            .empty());
   CHECK_THAT(load_problem(R"(<workload name="j" type="trace" trace="traces/chakra-feeder/chakra" replicate-rank="0" scale="-1"/>)"),
              Catch::Contains("scale= must be 0 to 1000"));
   CHECK_THAT(load_problem(R"(<workload name="j" type="trace"/>)"), Catch::Contains("trace"));
@@ -143,6 +158,113 @@ TEST_CASE("lanes-traffic trace: astra-sim's all-reduce, all-gather and reduce-sc
       CHECK(r.result->checked_bytes == (op == "reduce_scatter" ? 2u * (1u << 18) : 2u * (1u << 20)));
     }
   }
+}
+
+TEST_CASE("lanes-traffic trace: astra-sim's all-to-all on 4 and 8 ranks, straight to every rank, every word checked",
+          "[unit]") {
+  for (int n : {4, 8}) {
+    INFO(n << " ranks");
+    std::vector<std::string> files;
+    for (int r = 0; r < n; ++r)
+      files.push_back(kTraces + "/astra-sim/all_to_all/" + std::to_string(n) + "npus_1MB/all_to_all." +
+                      std::to_string(r) + ".et");
+    auto ranks = run_ranks(files, "1", 2);
+    uint64_t block = (1u << 20) / static_cast<uint64_t>(n);
+    for (const auto& r : ranks) {
+      INFO(r.err);
+      REQUIRE(r.result);
+      CHECK(r.status == 0);
+      CHECK(r.result->verified);
+      CHECK(r.result->errors.empty());
+      REQUIRE(r.result->collectives.size() == 2);
+      CHECK(r.result->collectives[0].op == "alltoall");
+      CHECK(r.result->collectives[0].comm_type == "ALL_TO_ALL");
+      CHECK(r.result->sent_bytes == r.result->expected_bytes);
+      // a block to and from every other rank, twice: nothing over the ring
+      CHECK(r.result->sent_bytes == 2 * (n - 1) * block);
+      CHECK(r.result->checked_bytes == 2 * (n - 1) * block);
+      // one connection a peer at 2 channels from 3 or 7 peers
+      CHECK(r.result->direct_bytes.size() == static_cast<size_t>(n - 1));
+      for (auto b : r.result->direct_bytes) CHECK(b == 2 * block);
+    }
+  }
+}
+
+namespace {
+chakra::Node node(uint64_t id, chakra::NodeType t, std::vector<uint64_t> deps = {}) {
+  chakra::Node n;
+  n.id = id;
+  n.name = "n" + std::to_string(id);
+  n.type = static_cast<int>(t);
+  n.data_deps = std::move(deps);
+  return n;
+}
+chakra::Node collective_node(uint64_t id, chakra::CommType c, int64_t bytes, int64_t root, std::vector<uint64_t> deps = {}) {
+  auto n = node(id, chakra::NodeType::comm_coll, std::move(deps));
+  n.comm_type = static_cast<int64_t>(c);
+  n.comm_size = bytes;
+  n.root = root;
+  return n;
+}
+chakra::Node transfer_node(uint64_t id, bool send, int peer, int64_t bytes, int64_t tag, std::vector<uint64_t> deps = {}) {
+  auto n = node(id, send ? chakra::NodeType::comm_send : chakra::NodeType::comm_recv, std::move(deps));
+  (send ? n.comm_dst : n.comm_src) = peer;
+  n.comm_size = bytes;
+  n.comm_tag = tag;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("lanes-traffic trace: reduce, gather, scatter and a pipeline of sends and receives on 3 ranks", "[unit]") {
+  // every rank: a reduce to rank 1, a gather to rank 2, a scatter from
+  // rank 0, then a pipeline: rank 0 sends 1 MiB to rank 1 (tag 7), which
+  // receives it, computes 1 ms, sends 1 MiB + 4 bytes on to rank 2; and
+  // rank 2 sends 100 bytes back to rank 0 (tag 8) before it receives
+  lanes::test::TempDir dir;
+  std::vector<std::string> files;
+  for (int r = 0; r < 3; ++r) {
+    chakra::Trace t;
+    t.version = "0.0.4";
+    t.nodes = {collective_node(1, chakra::CommType::reduce, 1 << 20, 1),
+               collective_node(2, chakra::CommType::gather, 96 << 10, 2, {1}),
+               collective_node(3, chakra::CommType::scatter, 96 << 10, 0, {2})};
+    if (r == 0) {
+      t.nodes.push_back(transfer_node(10, true, 1, 1 << 20, 7, {3}));
+      t.nodes.push_back(transfer_node(11, false, 2, 100, 8));
+    } else if (r == 1) {
+      t.nodes.push_back(transfer_node(10, false, 0, 1 << 20, 7));
+      auto work = node(11, chakra::NodeType::comp, {10});
+      work.duration_us = 1000;
+      t.nodes.push_back(work);
+      t.nodes.push_back(transfer_node(12, true, 2, (1 << 20) + 4, 7, {11}));
+    } else {
+      t.nodes.push_back(transfer_node(9, true, 0, 100, 8));
+      t.nodes.push_back(transfer_node(12, false, 1, (1 << 20) + 4, 7, {9}));
+    }
+    files.push_back(dir.path() + "/mixed." + std::to_string(r) + ".et");
+    std::ofstream(files.back(), std::ios::binary) << chakra::serialize(t);
+  }
+  auto ranks = run_ranks(files, "1", 2);
+  std::vector<uint64_t> transfers = {2, 2, 2};
+  for (int r = 0; r < 3; ++r) {
+    const auto& x = ranks[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << x.err);
+    REQUIRE(x.result);
+    CHECK(x.status == 0);
+    CHECK(x.result->verified);
+    CHECK(x.result->errors.empty());
+    CHECK(x.result->collectives.size() == 6);
+    CHECK(x.result->transfer_nodes == 2);
+    CHECK(x.result->transfers == 2 * transfers[static_cast<size_t>(r)]);
+    CHECK(x.result->sent_bytes == x.result->expected_bytes);
+  }
+  // the reduce's sum at its root, the gathered blocks at the gather's, the
+  // scattered ones everywhere but the scatter's root, the transfers received
+  uint64_t block = 32u << 10;
+  CHECK(ranks[0].result->checked_bytes == 2 * 104);
+  CHECK(ranks[1].result->checked_bytes == 2 * ((1u << 20) + block + (1u << 20)));
+  CHECK(ranks[2].result->checked_bytes == 2 * (2 * block + block + (1u << 20) + 8));
+  CHECK(ranks[1].result->transfer_bytes == 2 * ((1u << 20) + (1u << 20) + 8));
 }
 
 TEST_CASE("lanes-traffic trace: the real job's trace on 3 ranks (broadcasts and all-reduces), compute as traced",

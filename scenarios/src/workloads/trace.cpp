@@ -82,8 +82,9 @@ std::vector<std::string> Trace::sampled_hosts(const Step& st, const testbed::Top
 }
 
 // One rank per host in the order of hosts=, each replaying its file (or
-// replicate-rank='s) and sending to the next host's task IP; held until
-// every one listens, then all at once.
+// replicate-rank='s) and sending to the next host's task IP (and, for
+// direct exchanges and transfers, to every host's on the port after);
+// held until every one listens, then all at once.
 void Trace::start(WorkloadRun& w, StepContext& ctx) const {
   const Step& st = w.step;
   const auto& topo = ctx.topo();
@@ -95,7 +96,13 @@ void Trace::start(WorkloadRun& w, StepContext& ctx) const {
   } catch (const chakra::TraceError& e) {
     throw StepError(e.what());
   }
-  w.port = ctx.take_ports(1);
+  w.port = ctx.take_ports(2);
+  bool v6 = job_wants_v6(st, topo, w.hosts);
+  std::vector<std::string> peers;
+  for (const auto& h : w.hosts) {
+    const auto& node = topo.nodes.at(static_cast<size_t>(topo.find_node(h)));
+    peers.push_back(v6 ? node.job->task_ip6.to_string() : node.job->task_ip4.to_string());
+  }
   start_ring(w, ctx, "trace", [&](int r, const std::string& next) {
     traffic::TraceArgs a;
     a.trace = files[static_cast<size_t>(r)];
@@ -103,6 +110,8 @@ void Trace::start(WorkloadRun& w, StepContext& ctx) const {
     a.ranks = n;
     a.to = next;
     a.port = w.port;
+    a.peers = peers;
+    a.mesh_port = w.port + 1;
     a.channels = st.integer("channels", 8);
     a.iterations = st.integer("iterations", 1);
     a.scale = st.num("scale", 1.0);
@@ -130,6 +139,7 @@ json trace_figures(const std::vector<std::optional<traffic::TraceResult>>& ranks
   json notes = json::array(), per_rank = json::array();
   double first = std::numeric_limits<double>::max(), last = 0;
   double gpu = 0, cpu = 0, comm = 0, exposed = 0;
+  uint64_t transfers = 0, transfer_bytes = 0;
   for (int r = 0; r < n; ++r) {
     const auto& x = ranks[static_cast<size_t>(r)];
     const std::string host = r < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(r)] : "";
@@ -145,7 +155,10 @@ json trace_figures(const std::vector<std::optional<traffic::TraceResult>>& ranks
       f["scale"] = x->scale;
       f["compute_nodes"] = x->compute_nodes;
       f["collective_nodes"] = x->collective_nodes;
+      f["transfer_nodes"] = x->transfer_nodes;
     }
+    transfers += x->transfers;
+    transfer_bytes += x->transfer_bytes;
     errors += x->connection_errors;
     retrans += x->retransmits;
     sent += x->sent_bytes;
@@ -179,6 +192,10 @@ json trace_figures(const std::vector<std::optional<traffic::TraceResult>>& ranks
   f["sent_bytes"] = sent;
   f["retransmits"] = retrans;
   f["per_rank"] = per_rank;
+  // point-to-point: the sends and receives every rank did, and their bytes
+  // (each transfer counted at both ends)
+  f["transfers"] = transfers;
+  f["transfer_bytes"] = transfer_bytes;
   double jct = ok && last > first ? last - first : 0;
   f["jct_s"] = jct;
   f["seconds"] = jct;
@@ -232,10 +249,10 @@ json trace_figures(const std::vector<std::optional<traffic::TraceResult>>& ranks
   for (auto& [key, ts] : times) {
     std::sort(ts.begin(), ts.end());
     double t = ts[ts.size() / 2];
-    auto op = key.first == "broadcast"       ? coll::Op::broadcast
-              : key.first == "allgather"     ? coll::Op::allgather
-              : key.first == "reducescatter" ? coll::Op::reducescatter
-                                             : coll::Op::allreduce;
+    auto op = coll::Op::allreduce;
+    for (auto o : {coll::Op::allreduce, coll::Op::reducescatter, coll::Op::allgather, coll::Op::broadcast,
+                   coll::Op::reduce, coll::Op::alltoall, coll::Op::gather, coll::Op::scatter})
+      if (key.first == coll::op_name(o)) op = o;
     json c = {{"op", key.first}, {"comm_type", comm_types[key]}, {"bytes", key.second}, {"count", ts.size()},
               {"time_s", t}};
     // below a MiB a collective fits in the sockets' buffers before its last

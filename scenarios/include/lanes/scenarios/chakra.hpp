@@ -60,6 +60,11 @@ Trace read(const std::string& path);
 // The same from BYTES (the file's content), named FILE in errors.
 Trace parse(const std::string& bytes, const std::string& file);
 
+// The file's bytes for T (plain, not gzip): its GlobalMetadata (version
+// and the string attributes of metadata), then its nodes with the
+// attributes read above that they have. parse(serialize(t)) gives t back.
+std::string serialize(const Trace& t);
+
 // The rank files of a trace named by PREFIX ("dir/name": dir/name.0.et,
 // dir/name.1.et, ... or .et.gz), in rank order. Throws TraceError when
 // there is none, or the ranks found are not 0..N-1.

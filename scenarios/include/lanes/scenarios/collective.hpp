@@ -16,6 +16,14 @@
 //     buffer): the ring from the root is a chain — the root sends, each
 //     rank after it receives and sends on, the last (the root's previous)
 //     only receives.
+//   reduce to ROOT (the trace workload's; NCCL's ring reduce): the chain
+//     that ends at the root — the rank after it sends its input, each
+//     rank after that adds its own to what came and sends on, the root
+//     adds its own last.
+// The trace workload's direct exchanges are not ring schedules: each rank
+// sends a block of S/n bytes straight to the ranks it owes one (alltoall:
+// to every other rank; gather: every rank to ROOT; scatter: ROOT to every
+// other rank), as NCCL and PyTorch run them with point-to-point sends.
 // In every schedule the chunk a rank sends in step k is the one it
 // received in step k-1, so a piece of it can go on as soon as it arrived
 // (the pipelining that keeps every link busy).
@@ -28,7 +36,9 @@
 
 namespace lanes::scenarios::collective {
 
-enum class Op { allreduce, reducescatter, allgather, broadcast };
+enum class Op { allreduce, reducescatter, allgather, broadcast, reduce, alltoall, gather, scatter };
+// alltoall, gather and scatter: direct exchanges, no ring schedule
+bool is_direct(Op op);
 // allreduce, reducescatter, allgather (the collective workload's choices)
 std::optional<Op> parse_op(const std::string& s);
 const char* op_name(Op op);
@@ -39,17 +49,26 @@ struct RingStep {
   bool reduce = false;  // add the received chunk to the rank's input (reduce-scatter), or store it (all-gather)
   bool send = true, recv = true;  // a broadcast's steps do one or the other
 };
-// Rank RANK's steps of OP among N ranks (N ≥ 2; ROOT: a broadcast's).
+// Rank RANK's steps of OP among N ranks (N ≥ 2; ROOT: a broadcast's or a
+// reduce's; none for a direct exchange).
 // A rank's M-th receiving step takes what its previous rank sent in its
 // M-th sending step.
 std::vector<RingStep> ring_schedule(Op op, int n, int rank, int root = 0);
-// The chunks OP cuts the buffer into: N, or 1 for a broadcast.
+// The chunks OP cuts the buffer into: N, or 1 for a broadcast and a reduce.
 int chunks(Op op, int n);
+
+// A direct exchange of S bytes among N ranks: whether FROM sends a block to
+// TO, and the block's length (S/n rounded up to 8 bytes, at least 8).
+bool direct_sends(Op op, int n, int from, int to, int root = 0);
+uint64_t direct_block(uint64_t bytes, int n);
+// Word I of the block FROM sends TO in exchange KEY under SEED: known to
+// both ends, different for every exchange, pair and place.
+uint64_t block_word(uint64_t seed, uint64_t key, int from, int to, uint64_t index);
 
 // nccl-tests' figures for one collective of S bytes in T seconds among N
 // ranks: algbw = S / t, busbw = algbw · factor, where factor is 2(n-1)/n
-// for all-reduce, (n-1)/n for all-gather and reduce-scatter and 1 for a
-// broadcast (the share
+// for all-reduce, (n-1)/n for all-gather, reduce-scatter, all-to-all,
+// gather and scatter, and 1 for a broadcast and a reduce (the share
 // of S every rank's link must carry, so busbw compares with a link's rate
 // whatever n is). S is the whole buffer (all-gather's output,
 // reduce-scatter's input). Rates in bytes a second.
@@ -87,7 +106,8 @@ uint64_t input_word(uint64_t seed, int rank, uint64_t index);
 // What word I of a rank's output must be after OP among N ranks (in the
 // part of the output OP leaves filled: all-reduce and all-gather every
 // chunk, reduce-scatter the rank's own).
-// (A broadcast's output is the root's input.)
+// (A broadcast's output is the root's input; a reduce's, at the root, the
+// sum all-reduce gives.)
 uint64_t expected_word(Op op, uint64_t seed, int n, uint64_t index, uint64_t chunk_words, int root = 0);
 // expected_word with the ranks' factors worked out once
 class Expected {
@@ -102,7 +122,7 @@ class Expected {
   int root_;
 };
 // The part of the buffer rank RANK's output holds after OP, as [first, end)
-// word indexes (a broadcast's root: none, it only sends).
+// word indexes (a broadcast's root, a reduce's other ranks: none).
 std::pair<uint64_t, uint64_t> output_words(Op op, int rank, const Layout& l, int root = 0);
 // The part of the buffer rank RANK's input holds: all of it, for all-gather
 // its own chunk, for a broadcast all of it at the root and none elsewhere.

@@ -9,16 +9,21 @@
 //   COMP_NODE, and a COMM_COLL_NODE that is a CPU op (is_cpu_op: PyTorch's
 //     c10d call around a NCCL kernel) — a wait of the traced duration times
 //     the scenario's scale, on the rank's CPU (is_cpu_op) or its GPU
-//   COMM_COLL_NODE on the GPU — lanes' ring collective of comm_size bytes
-//     over the task IPs: ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER (and its
-//     _BLOCK form), BROADCAST (from root= or 0), BARRIER (an all-reduce of
-//     8 bytes a rank)
+//   COMM_COLL_NODE on the GPU — lanes' collective of comm_size bytes over
+//     the task IPs: on the ring, ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER
+//     (and its _BLOCK form), BROADCAST and REDUCE (from or to root=, or
+//     0), BARRIER (an all-reduce of 8 bytes a rank); as direct exchanges
+//     between the ranks (collective.hpp), ALL_TO_ALL, GATHER and SCATTER
+//   COMM_SEND_NODE / COMM_RECV_NODE — a point-to-point transfer of
+//     comm_size bytes to comm_dst / from comm_src, matched by comm_tag:
+//     a rank's K-th send to a peer with a tag is that peer's K-th receive
+//     from the rank with the tag, of the same size
 //   METADATA_NODE — nothing (it ends as it starts)
 // Everything else is refused with the node and the reason: INVALID_NODE and
-// types the schema does not have, memory nodes, point-to-point sends and
-// receives, ALL_TO_ALL, REDUCE, GATHER and SCATTER (not replayed by lanes
-// yet), a collective without comm_type or comm_size, a data dependency on a
-// node the trace lacks or on the node itself, data dependencies in a cycle.
+// types the schema does not have, memory nodes, a collective without
+// comm_type or comm_size, a root or a peer outside the job, a data
+// dependency on a node the trace lacks or on the node itself, data
+// dependencies in a cycle.
 // A control dependency holds where the trace does not contradict it, and
 // the plan counts the ones it drops: on a node the trace lacks (PyTorch's
 // converter makes a node's caller its control parent, and the profiler's
@@ -34,6 +39,10 @@
 // a time: the CPU, the GPU's compute, the GPU's collectives — the last in
 // node id order, so that every rank runs the same collectives in the same
 // order whatever its timing (the ranks' k-th collectives must agree).
+// Sends and receives take no stream: each starts once what it depends on
+// ended (NCCL's point-to-point calls in a group), and a receive takes what
+// came before it started (the engine reads eagerly: no pair of ranks can
+// block each other on a full socket).
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -48,7 +57,7 @@
 
 namespace lanes::scenarios::replay {
 
-enum class Kind { cpu, gpu, collective, skip };
+enum class Kind { cpu, gpu, collective, send, recv, skip };
 const char* kind_name(Kind k);
 
 struct Op {
@@ -58,7 +67,12 @@ struct Op {
   double duration_s = 0;  // as traced (compute)
   collective::Op coll = collective::Op::allreduce;
   uint64_t bytes = 0;  // as traced (a collective)
-  int root = 0;        // a broadcast's
+  int root = 0;        // a broadcast's, a reduce's, a gather's, a scatter's
+  // a send's or a receive's: the peer rank, the tag, and its place among
+  // this rank's transfers with that peer, that tag and that direction
+  int peer = -1;
+  int64_t tag = 0;
+  uint64_t ordinal = 0;
   std::vector<size_t> deps;  // the ops (indexes) it waits for
 };
 
@@ -66,6 +80,7 @@ struct Plan {
   std::string file;
   std::vector<Op> ops;              // in the trace's order
   std::vector<size_t> collectives;  // the collective ops in node id order: the collective stream's order
+  std::vector<size_t> transfers;    // the sends and receives, in node id order
   double cpu_s = 0, gpu_s = 0;      // traced compute, summed per stream
   // control dependencies honoured, and those not: on a node the trace
   // does not have, on the node itself, against the data dependencies' order
@@ -75,9 +90,10 @@ struct Plan {
 // The plan of one rank's trace for a job of RANKS ranks. Throws
 // chakra::TraceError: "FILE: node ID (NAME): why".
 Plan plan(const chakra::Trace& t, int ranks);
-// "" when the ranks' plans agree: as many collectives, the k-th of each the
-// same collective of the same size (and root); otherwise the first that
-// does not.
+// "" when the ranks' plans (plans[r] rank r's) agree: as many collectives,
+// the k-th of each the same collective of the same size (and root); every
+// send met by its peer's receive of the same size, no rank its own peer;
+// otherwise the first that does not.
 std::string mismatch(const std::vector<Plan>& plans);
 
 // One rank's order: which ops may start, as ops end.
@@ -103,7 +119,7 @@ class Scheduler {
   std::vector<size_t> waiting_;  // deps not yet ended, per op
   std::vector<std::vector<size_t>> dependents_;
   std::vector<bool> started_, ended_flags_;
-  std::set<std::pair<uint64_t, size_t>> ready_cpu_, ready_gpu_;  // (id, op)
+  std::set<std::pair<uint64_t, size_t>> ready_cpu_, ready_gpu_, ready_transfers_;  // (id, op)
   std::vector<bool> ready_coll_;
   bool cpu_busy_ = false, gpu_busy_ = false, coll_busy_ = false;
   size_t next_coll_ = 0, ended_ = 0;
@@ -115,7 +131,7 @@ std::string runnable(const Plan& p);
 
 // What one run of a plan takes on a fake clock: each op's start and end,
 // compute ops taking their traced duration times SCALE, collective I
-// taking COLLECTIVE_S[I] (0 where it has no entry).
+// taking COLLECTIVE_S[I] (0 where it has no entry), transfers none.
 struct Timed {
   std::vector<double> start, end;
   double makespan = 0;

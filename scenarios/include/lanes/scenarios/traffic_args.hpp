@@ -246,6 +246,12 @@ struct TraceArgs : CommonArgs {
   int port = 5501;
   std::optional<int> next_port;
   int listen_fd = -1;  // a listener handed over (tests), instead of --port
+  // the direct connections (all-to-all, gather, scatter, sends): every
+  // rank's address, the port they listen on (or each one's), a listener handed over
+  std::vector<std::string> peers;
+  int mesh_port = 5502;
+  std::vector<std::string> peer_ports;
+  int mesh_listen_fd = -1;
   int channels = 8;
   int iterations = 1;
   double scale = 1;  // compute durations times this
@@ -260,6 +266,10 @@ struct TraceArgs : CommonArgs {
     v("--port", port);
     v("--next-port", next_port);
     v("--listen-fd", listen_fd);
+    v("--peers", peers);
+    v("--mesh-port", mesh_port);
+    v("--peer-ports", peer_ports);
+    v("--mesh-listen-fd", mesh_listen_fd);
     v("--channels", channels);
     v("--iterations", iterations);
     v("--scale", scale);

@@ -138,7 +138,7 @@ struct CollectiveResult {
 // trace: one rank's replay of a Chakra trace (trace_replay.hpp), ITERATIONS
 // times its graph. Times on the monotonic clock, in seconds.
 struct TraceCollective {
-  std::string op;  // lanes' collective: allreduce, allgather, reducescatter, broadcast
+  std::string op;  // lanes' collective: allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, scatter
   std::string comm_type;  // the trace's: ALL_REDUCE, BARRIER, ...
   uint64_t traced_bytes = 0, bytes = 0;  // the trace's size, and the ring's (rounded to 8 bytes a rank)
   int iteration = 0;
@@ -149,7 +149,7 @@ struct TraceResult {
   std::string trace;  // the file
   int rank = 0, ranks = 0, channels = 0, iterations = 0;
   double scale = 1;        // compute durations times this
-  uint64_t compute_nodes = 0, collective_nodes = 0;  // per iteration
+  uint64_t compute_nodes = 0, collective_nodes = 0, transfer_nodes = 0;  // per iteration
   double ready_s = 0;      // the ring's channels up both ways: the replay's start
   std::vector<double> iteration_end_s;
   double end_s = 0;
@@ -157,6 +157,7 @@ struct TraceResult {
   double comm_s = 0;          // the collectives' union
   double exposed_comm_s = 0;  // collectives with no GPU kernel running (the GPU idle, waiting on the network)
   std::vector<TraceCollective> collectives;
+  uint64_t transfers = 0, transfer_bytes = 0;  // point-to-point sends and receives done, their bytes
   uint64_t sent_bytes = 0, received_bytes = 0, expected_bytes = 0;
   bool verified = false;  // every collective's output every word it must be, every byte moved
   uint64_t checked_bytes = 0;
@@ -165,6 +166,7 @@ struct TraceResult {
   std::vector<std::string> errors;
   uint64_t retransmits = 0;
   std::vector<uint64_t> channel_bytes;
+  std::vector<uint64_t> direct_bytes;  // each direct connection's, out (peer by peer)
 };
 
 // Missing fields read as their defaults (an older lanes-traffic, or a field
@@ -190,11 +192,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CollectiveResult, role, op, rank
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TraceCollective, op, comm_type, traced_bytes, bytes, iteration,
                                                 start_s, end_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TraceResult, role, trace, rank, ranks, channels, iterations, scale,
-                                                compute_nodes, collective_nodes, ready_s, iteration_end_s, end_s,
-                                                gpu_busy_s, cpu_busy_s, comm_s, exposed_comm_s, collectives,
-                                                sent_bytes, received_bytes, expected_bytes, verified, checked_bytes,
-                                                first_bad_offset, connection_errors, errors, retransmits,
-                                                channel_bytes)
+                                                compute_nodes, collective_nodes, transfer_nodes, ready_s,
+                                                iteration_end_s, end_s, gpu_busy_s, cpu_busy_s, comm_s, exposed_comm_s,
+                                                collectives, transfers, transfer_bytes, sent_bytes, received_bytes,
+                                                expected_bytes, verified, checked_bytes, first_bad_offset,
+                                                connection_errors, errors, retransmits, channel_bytes, direct_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbePath, path, received, lost, longest_gap_ms, gap_started_s)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeRecvResult, role, paths)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ProbeSendResult, role, paths, sent_per_path, send_errors, to)
