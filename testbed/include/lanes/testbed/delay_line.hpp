@@ -1,0 +1,80 @@
+#pragma once
+// lanes' own delay line (issue 34): delay, jitter and reordering on a
+// device's egress where the kernel has no netem (or where a topology asks
+// for it), in user space, with the same draws as netem (DelaySchedule).
+//
+// How a packet goes: a tc program on the device's egress (delay_tap.bpf.c,
+// before lanes' impairment program and the device's TBF) sends it into the
+// device's tap, a veth pair of the device's namespace without addresses
+// ("dl<ifindex>a" → "dl<ifindex>b"). A packet socket on the tap's far end
+// reads it with its virtio-net header (PACKET_VNET_HDR: a GSO packet of
+// 64 KiB stays one unit, its checksum left to offload), the schedule
+// gives its release time, a timing heap holds it, and at that time (an
+// absolute CLOCK_MONOTONIC timerfd, timer slack 1 ns) a packet socket on
+// the device sends it out again, marked so that the tc program lets it
+// pass: on to the impairment program (loss, duplication, corruption, once
+// a packet) and into the TBF, so the line rate holds after the delay.
+//
+// One DelayLine serves every impaired device of a run from one thread
+// (lanes-delay); its sockets live in the devices' namespaces, its thread
+// in none of them. The taps and programs go with the DelayLine, or with
+// the namespace when the process is killed.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lanes/testbed/event_loop.hpp"
+#include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/result.hpp"
+
+namespace lanes::testbed {
+
+// What one device's delay did, as measured: each packet's time held (from
+// when it was read to when it was sent) and its lateness (sent after its
+// release time by the timer's and the loop's wake-up), in µs.
+struct DelayLinkStats {
+  std::string where;  // "node:device"
+  Impairment configured;
+  uint64_t packets = 0, bytes = 0;
+  uint64_t reordered = 0;   // sent before a packet that came earlier
+  uint64_t send_drops = 0;  // refused by the device's queue (its TBF full: the line's own drop)
+  double held_p50_us = 0, held_p99_us = 0, held_max_us = 0;
+  double late_p50_us = 0, late_p99_us = 0, late_max_us = 0;
+};
+
+class DelayLine {
+ public:
+  explicit DelayLine(uint64_t seed);
+  ~DelayLine();
+  DelayLine(const DelayLine&) = delete;
+  DelayLine& operator=(const DelayLine&) = delete;
+
+  // Device IFNAME of namespace NS_FD (WHERE names it: "node:device") gets
+  // IMP's delay, jitter (and its distribution) and reorder: its tap made
+  // (a leftover of a killed delay line replaced), its sockets opened, the
+  // program attached. Its packets wait for attach(). Nothing half-made is
+  // left when it fails.
+  Status add(int ns_fd, const std::string& where, const std::string& ifname, const Impairment& imp);
+  // The sockets and the timer on LOOP (once; devices added after are
+  // watched as they come). LOOP must outlive the DelayLine.
+  Status attach(EventLoop& loop);
+  std::vector<DelayLinkStats> stats() const;
+
+ private:
+  struct Link;
+  void on_packets(Link& l);
+  void on_timer();
+  void arm();
+  uint64_t seed_;
+  std::vector<std::unique_ptr<Link>> links_;
+  EventLoop* loop_ = nullptr;
+  int timer_ = -1;
+  int64_t armed_ns_ = -1;
+};
+
+// The tap pair's names for the device of ifindex INDEX
+std::string delay_tap_name(int index, char end);
+
+}  // namespace lanes::testbed
