@@ -107,7 +107,7 @@ void Mesh::send(int peer, uint64_t key, uint64_t bytes, std::function<void()> do
   size_t m = messages_.size();
   // pieces small enough that every connection to the peer takes one (a
   // block of an all-to-all is often a piece or less), not below 16 KiB
-  uint64_t piece = std::clamp<uint64_t>((bytes / static_cast<uint64_t>(per_peer_) + 7) / 8 * 8, 16 * 1024, piece_);
+  uint64_t piece = std::min(std::max<uint64_t>((bytes / static_cast<uint64_t>(per_peer_) + 7) / 8 * 8, 16 * 1024), piece_);
   size_t pieces = bytes == 0 ? 0 : (bytes + piece - 1) / piece;
   messages_.push_back({peer, pieces, std::move(done)});
   for (uint64_t off = 0; off < bytes; off += piece)
@@ -131,6 +131,10 @@ void Mesh::expect(int peer, uint64_t key, uint64_t bytes, std::function<void()> 
   e.bytes = bytes;
   e.done = std::move(done);
   expected_bytes_ += bytes;
+  if (e.got < e.bytes && peer_gone(peer)) {
+    fail("rank " + std::to_string(peer) + " closed its connections without message " + std::to_string(key));
+    return;
+  }
   if (e.got > e.bytes) {
     fail("rank " + std::to_string(peer) + " sent " + std::to_string(e.got) + " bytes of message " + std::to_string(key) +
          ", " + std::to_string(bytes) + " expected");
@@ -151,6 +155,13 @@ void Mesh::fire(Expected& e) {
 void Mesh::finish() {
   finished_ = true;
   for (auto& o : outs_) ::shutdown(o.fd, SHUT_WR);
+}
+
+bool Mesh::peer_gone(int peer) const {
+  int open = 0, closed = 0;
+  for (const auto& in : ins_)
+    if (in.peer == peer) (in.closed ? closed : open)++;
+  return closed > 0 && open == 0;
 }
 
 bool Mesh::verified() const {
@@ -321,6 +332,15 @@ void Mesh::on_in(size_t i) {
     if (n == 0 && in.hello_ok && !in.in_body && in.hdr_got == 0) {  // the peer sent all it had
       loop_.unwatch(in.fd);
       in.closed = true;
+      // all its connections closed: what is still expected of it never comes
+      if (peer_gone(in.peer))
+        for (const auto& [k, e] : expected_)
+          if (k.first == in.peer && e.asked && e.got < e.bytes) {
+            fail("rank " + std::to_string(in.peer) + " closed its connections with message " +
+                 std::to_string(k.second) + " incomplete (" + std::to_string(e.got) + " of " + std::to_string(e.bytes) +
+                 " bytes)");
+            return;
+          }
       return;
     }
     if (n <= 0) {

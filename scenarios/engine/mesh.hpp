@@ -133,6 +133,8 @@ class Mesh {
   bool room(const Out& o) const;
   void piece_arrived(In& in);
   void fire(Expected& e);
+  // every connection from PEER came and was closed by it
+  bool peer_gone(int peer) const;
   void maybe_ready();
 
   testbed::EventLoop& loop_;

@@ -285,9 +285,12 @@ class Rank {
 
   bool last_iteration() const { return iteration_ == total_iterations_ - 1; }
   // everything of the last collective arrived: the previous rank may close
-  bool received_all() const { return done_ || (last_iteration() && received_ == cur().recv_pieces); }
+  // (a ring without collectives, the trace mode's: nothing to receive, whenever the previous rank ends)
+  bool received_all() const {
+    return done_ || total_iterations_ == 0 || (last_iteration() && received_ == cur().recv_pieces);
+  }
   bool sent_all() const {
-    if (done_) return true;
+    if (done_ || total_iterations_ == 0) return true;
     if (!last_iteration() || sent_ < cur().send_pieces) return false;
     for (const auto& s : send_)
       if (s.busy) return false;

@@ -31,6 +31,7 @@
 
 #include "lanes/scenarios/chakra.hpp"
 #include "lanes/scenarios/trace_replay.hpp"
+#include "lanes/scenarios/pattern.hpp"
 #include "mesh.hpp"
 #include "rank.hpp"
 
@@ -168,7 +169,9 @@ class Replay {
   void start_transfer(size_t i) {
     const replay::Op& op = plan_.ops[i];
     uint64_t seq = op.ordinal + static_cast<uint64_t>(iteration_) * per_iteration_[{op.kind, op.peer, op.tag}];
-    uint64_t key = kTransferKey | (static_cast<uint64_t>(op.tag) & 0xffffffffull) << 28 | (seq & 0xfffffffull);
+    // the tag and the place hashed together (62 bits: no two of a run meet)
+    uint64_t key = kTransferKey | (scenarios::splitmix64(scenarios::splitmix64(static_cast<uint64_t>(op.tag)) ^ seq) &
+                                   (kExchangeKey - 1));
     uint64_t bytes = std::max<uint64_t>(8, (op.bytes + 7) / 8 * 8);
     double begin = mono_s();
     auto done = [this, i, begin, bytes] {
@@ -290,14 +293,17 @@ int trace_main(const scenarios::traffic::TraceArgs& a) {
     std::cerr << "lanes-traffic trace: " << why << "\n";
     return 2;
   }
-  // the direct connections, where the trace has what goes over them
-  bool direct = !plan.transfers.empty();
-  for (size_t i : plan.collectives) direct = direct || coll::is_direct(plan.ops[i].coll);
+  // the direct connections: where the job has what goes over them (--peers
+  // given: every rank opens them, whether its own trace sends or not)
+  bool direct = replay::needs_direct(plan);
   std::vector<Mesh::Addr> peers;
+  if (direct && a.peers.empty())
+    why = a.trace + ": its all-to-all, gather, scatter or point-to-point nodes need --peers, every rank's address";
+  direct = direct || !a.peers.empty();
   if (direct) {
-    if (a.peers.size() != static_cast<size_t>(a.ranks))
-      why = a.trace + ": its all-to-all, gather, scatter or point-to-point nodes need --peers, every rank's address (" +
-            std::to_string(a.peers.size()) + " given, " + std::to_string(a.ranks) + " ranks)";
+    if (why.empty() && a.peers.size() != static_cast<size_t>(a.ranks))
+      why = "--peers must give every rank's address (" + std::to_string(a.peers.size()) + " given, " +
+            std::to_string(a.ranks) + " ranks)";
     else if (!a.peer_ports.empty() && a.peer_ports.size() != static_cast<size_t>(a.ranks))
       why = "--peer-ports must give every rank's port";
     for (size_t r = 0; why.empty() && r < a.peers.size(); ++r) {
@@ -325,7 +331,9 @@ int trace_main(const scenarios::traffic::TraceArgs& a) {
   // listening may connect to both
   int mls = -1;
   if (direct) {
-    mls = a.mesh_listen_fd >= 0 ? a.mesh_listen_fd : listen_tcp(a.mesh_port);
+    int port = a.mesh_port;
+    if (!a.peer_ports.empty()) port = std::stoi(a.peer_ports[static_cast<size_t>(a.rank)]);  // (checked above)
+    mls = a.mesh_listen_fd >= 0 ? a.mesh_listen_fd : listen_tcp(port);
     if (mls < 0) return 1;
   }
   int ls = a.listen_fd >= 0 ? a.listen_fd : listen_tcp(a.port);
@@ -344,11 +352,8 @@ int trace_main(const scenarios::traffic::TraceArgs& a) {
   }
   Replay rp(plan, trace, ring, mesh.get(), a.iterations, a.scale);
   if (!wait_for_go(a.wait_go)) return 1;
-  if (mesh && !mesh->start(peers, mls)) {
-    std::cerr << "lanes-traffic trace: " << mesh->errors().front() << "\n";
-    return 1;
-  }
-  bool ok = ring.run(next, nlen, ls, a.timeout);
+  // (a mesh that could not start: the result says why)
+  bool ok = mesh && !mesh->start(peers, mls) ? false : ring.run(next, nlen, ls, a.timeout);
   ring.verify();
   const auto& cr = ring.result();
   scenarios::traffic::TraceResult r;

@@ -226,6 +226,13 @@ std::string mismatch(const std::vector<Plan>& plans) {
   return "";
 }
 
+bool needs_direct(const Plan& p) {
+  if (!p.transfers.empty()) return true;
+  for (size_t i : p.collectives)
+    if (collective::is_direct(p.ops[i].coll)) return true;
+  return false;
+}
+
 Scheduler::Scheduler(const Plan& p)
     : plan_(p),
       waiting_(p.ops.size()),

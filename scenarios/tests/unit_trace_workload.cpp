@@ -267,6 +267,32 @@ TEST_CASE("lanes-traffic trace: reduce, gather, scatter and a pipeline of sends 
   CHECK(ranks[1].result->transfer_bytes == 2 * ((1u << 20) + (1u << 20) + 8));
 }
 
+TEST_CASE("lanes-traffic trace: a rank whose trace sends nothing still takes the others' connections", "[unit]") {
+  // rank 0 sends 64 KiB to rank 1; rank 2 only computes
+  lanes::test::TempDir dir;
+  std::vector<std::string> files;
+  for (int r = 0; r < 3; ++r) {
+    chakra::Trace t;
+    if (r == 0) t.nodes.push_back(transfer_node(1, true, 1, 64 << 10, 0));
+    if (r == 1) t.nodes.push_back(transfer_node(1, false, 0, 64 << 10, 0));
+    auto work = node(2, chakra::NodeType::comp);
+    work.duration_us = 100;
+    t.nodes.push_back(work);
+    files.push_back(dir.path() + "/pair." + std::to_string(r) + ".et");
+    std::ofstream(files.back(), std::ios::binary) << chakra::serialize(t);
+  }
+  auto ranks = run_ranks(files, "1", 1);
+  for (const auto& x : ranks) {
+    INFO(x.err);
+    REQUIRE(x.result);
+    INFO((x.result->errors.empty() ? std::string() : x.result->errors.front()));
+    CHECK(x.status == 0);
+    CHECK(x.result->verified);
+  }
+  CHECK(ranks[1].result->checked_bytes == 64u << 10);
+  CHECK(ranks[2].result->transfers == 0);
+}
+
 TEST_CASE("lanes-traffic trace: the real job's trace on 3 ranks (broadcasts and all-reduces), compute as traced",
           "[unit]") {
   std::string f = kTraces + "/chakra-feeder/chakra.0.et.gz";

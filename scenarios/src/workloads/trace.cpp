@@ -98,8 +98,20 @@ void Trace::start(WorkloadRun& w, StepContext& ctx) const {
   }
   w.port = ctx.take_ports(2);
   bool v6 = job_wants_v6(st, topo, w.hosts);
+  // the direct connections, when any rank's trace has what goes over them:
+  // then every rank opens them (a rank that only receives included)
+  bool direct = false;
+  try {
+    std::map<std::string, bool> seen;
+    for (const auto& f : files)
+      if (seen.emplace(f, false).second)
+        direct = direct || replay::needs_direct(replay::plan(chakra::read(f), static_cast<int>(w.hosts.size())));
+  } catch (const chakra::TraceError& e) {
+    throw StepError(e.what());
+  }
   std::vector<std::string> peers;
   for (const auto& h : w.hosts) {
+    if (!direct) break;
     const auto& node = topo.nodes.at(static_cast<size_t>(topo.find_node(h)));
     peers.push_back(v6 ? node.job->task_ip6.to_string() : node.job->task_ip4.to_string());
   }

@@ -96,6 +96,10 @@ Plan plan(const chakra::Trace& t, int ranks);
 // otherwise the first that does not.
 std::string mismatch(const std::vector<Plan>& plans);
 
+// Whether P has what goes over the direct connections between ranks:
+// an all-to-all, a gather, a scatter, a send or a receive.
+bool needs_direct(const Plan& p);
+
 // One rank's order: which ops may start, as ops end.
 class Scheduler {
  public:
