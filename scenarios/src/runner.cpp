@@ -177,6 +177,7 @@ class PhaseRun final : public StepContext {
       slurm_.reset();
       return;
     }
+    helpers_.clear();  // (each ended and waited for: before its namespace goes)
     if (!live_) return;
     auto rep = live_->down();
     for (const auto& e : rep.errors) say("teardown: " + e);
@@ -477,6 +478,26 @@ class PhaseRun final : public StepContext {
     if (!d) throw StepError("starting " + role + " (" + cmd + "): " + d.error().what());
     return {role, std::move(d).value(), out};
   }
+  void start_helper(const std::string& key, const std::string& name, int ns, std::vector<std::string> args,
+                    const std::string& log) override {
+    if (ns <= kRemoteNs) throw StepError(name + " runs on this machine's nodes only, not over Slurm");
+    (void)stop_helper(key);
+    args.insert(args.begin(), (opt_.bin_dir.empty() ? tb::self_dir() : opt_.bin_dir) + "/" + name);
+    tb::ProcessSpec spec{name + " (" + key + ")", std::move(args)};
+    spec.netns_fd = ns;
+    spec.log_path = log;
+    spec.die_with_parent = true;  // SIGTERM, and with it its cleanup, if lanes dies
+    auto d = tb::Daemon::start(spec);
+    if (!d) throw StepError("starting " + spec.name + ": " + d.error().what());
+    helpers_.emplace(key, std::move(d).value());
+  }
+  bool stop_helper(const std::string& key) override {
+    auto it = helpers_.find(key);
+    if (it == helpers_.end()) return false;
+    (void)it->second.stop(std::chrono::milliseconds(5000));
+    helpers_.erase(it);
+    return true;
+  }
   void go(std::vector<Proc>& procs) override {
     // a process on another machine takes its go once lanes exec there said
     // it holds it (an earlier SIGUSR1 would end srun or lanes exec)
@@ -727,6 +748,7 @@ class PhaseRun final : public StepContext {
   static constexpr int kRemoteNs = -2;
   std::vector<std::pair<int, std::string>> remote_ns_;
   std::set<pid_t> held_remote_;  // srun of a process on another machine that waits for its go
+  std::map<std::string, tb::Daemon> helpers_;  // start_helper's, by key (ended before the run goes down)
   int remote_ns(const std::string& node_name, const std::string& where) {
     int m = machine_of(node_name);
     for (size_t i = 0; i < remote_ns_.size(); ++i)
@@ -880,19 +902,25 @@ std::string missing_for(const Scenario& sc) {
         return fmt::format("phase {} puts {}'s job on egress mptcp; this kernel has no MPTCP (CONFIG_MPTCP, "
                            "net.mptcp.enabled)", ph.name, n->name);
     }
+  // a fault's delay, jitter and reorder are lanes' delay line's where the
+  // kernel has no netem (it needs BPF); a topology's link delay is netem's
+  static const auto f = testbed::probe_kernel_features();
+  std::string fault_where;
   for (const auto& ph : sc.phases) {
     for (const auto& l : ph.topology.links)
       if (where.empty() && l.impair.netem())
         where = fmt::format("{} at {}:{}", l.impair.netem_parts(), l.impair_loc.file, l.impair_loc.line);
     for (const auto& st : ph.steps)
-      if (where.empty() && st.element == "fault" && st.type == "impair")
+      if (fault_where.empty() && st.element == "fault" && st.type == "impair")
         for (const char* k : testbed::kNetemOnly)
-          if (where.empty() && st.has(k)) where = fmt::format("{} at {}:{}", k, sc.file, st.line);
+          if (fault_where.empty() && st.has(k)) fault_where = fmt::format("{} at {}:{}", k, sc.file, st.line);
   }
-  if (where.empty()) return "";
-  static const bool netem = testbed::probe_kernel_features().netem;
-  if (netem) return "";
-  return fmt::format("it asks for {}; that {}", where, testbed::netem_missing());
+  if (!where.empty() && !f.netem) return fmt::format("it asks for {}; that {}", where, testbed::netem_missing());
+  if (!fault_where.empty() && !f.netem && !f.bpf)
+    return fmt::format("it asks for {}; this kernel has no netem, and lanes' delay line needs BPF, which lanes "
+                       "cannot load here",
+                       fault_where);
+  return "";
 }
 }  // namespace
 

@@ -49,15 +49,14 @@ TEST_CASE("every shipped scenario and the qualify suite load", "[unit]") {
     ++n;
   }
   CHECK(n >= 10);
-  // qualify holds every shipped scenario but the fleet's, those that need
-  // netem (its header says which) and cross-machine, as the README says
+  // qualify holds every shipped scenario but the fleet's and cross-machine,
+  // as the README says (the delay scenarios too: netem's, or lanes' delay line)
   auto q = load_scenarios(kDir + "/qualify.xml");
   std::set<std::string> in_qualify, shipped;
   for (const auto& sc : q) in_qualify.insert(sc.name);
   for (const auto& e : std::filesystem::directory_iterator(kDir)) {
     std::string name = e.path().stem().string();
     if (e.path().extension() != ".xml" || name == "qualify" || name.rfind("fleet", 0) == 0) continue;
-    if (name == "lossy-nic-delay" || name == "far-nic") continue;  // netem only
     if (name == "cross-machine") continue;  // made for a run over several machines (the multi-machine tier)
     INFO(name);
     CHECK(in_qualify.count(name) == 1);
@@ -713,7 +712,7 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
   INFO(ok.err);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("qualify.xml: ok, 20 scenarios") != std::string::npos);
+  CHECK(ok.out.find("qualify.xml: ok, 22 scenarios") != std::string::npos);
   CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

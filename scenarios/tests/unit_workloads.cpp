@@ -96,6 +96,10 @@ class FakePhase final : public StepContext {
                      std::vector<std::pair<std::string, std::string>>) override {
     throw StepError("no processes here");
   }
+  void start_helper(const std::string&, const std::string&, int, std::vector<std::string>, const std::string&) override {
+    throw StepError("no processes here");
+  }
+  bool stop_helper(const std::string&) override { return false; }
   void go(std::vector<Proc>&) override {}
   void wait_listening(int, int, bool, const std::string&) override {}
   std::map<int, int> bpf_flow_nics(const std::string&, int) override { return {}; }

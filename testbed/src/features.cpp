@@ -56,7 +56,10 @@ std::string KernelFeatures::impairments() const {
   std::string b = bpf ? "loss, duplicate, corrupt (lanes' tc BPF program)"
                       : "loss, duplicate, corrupt: no (lanes' tc BPF program cannot be loaded)";
   std::string n = netem ? "delay, jitter, distribution, reorder (netem, inside the link's TBF)"
-                        : "delay, jitter, distribution, reorder: no (this kernel has no netem)";
+                  : bpf ? "delay, jitter, distribution, reorder: a fault's by lanes' delay line (lanes-delay: no "
+                          "netem here), a topology's link delay no (it needs netem)"
+                        : "delay, jitter, distribution, reorder: no (this kernel has no netem, and lanes' delay line "
+                          "needs BPF)";
   return b + "; " + n;
 }
 
@@ -130,9 +133,6 @@ KernelFeatures probe_kernel_features() {
   if (!probed) log::warn("feature probe: {}", probed.error().what());
   if (!f.netkit) f.notes += "no netkit: job containers use veth pairs; ";
   if (!f.dummy) f.notes += "no dummy devices: task IPs live on the container's loopback; ";
-  if (!f.netem)
-    f.notes += "no netem: link delay, jitter, reordering and corruption are unavailable (loss and duplication use "
-               "lanes' own BPF program, silent drops nftables); ";
   if (!f.mptcp) f.notes += "no MPTCP: egress mptcp is refused; ";
   if (!f.resilient_groups) f.notes += "no resilient nexthop groups: the switches' FIB agents cannot install task routes; ";
   {
@@ -149,6 +149,12 @@ KernelFeatures probe_kernel_features() {
   }
   if (!f.bpf) f.notes += "BPF programs cannot be loaded (" + f.bpf_error +
                          "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss, duplication or corruption; ";
+  // (after the BPF probe: the delay line needs BPF)
+  if (!f.netem)
+    f.notes += f.bpf ? "no netem: a fault's delay, jitter and reordering come from lanes' delay line (lanes-delay), a "
+                       "topology's link delay is unavailable (loss, duplication and corruption use lanes' own BPF "
+                       "program, silent drops nftables); "
+                     : "no netem: link delay, jitter and reordering are unavailable (lanes' delay line needs BPF); ";
   if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
   return f;
 }

@@ -15,12 +15,16 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,7 +167,7 @@ std::string links_in(const std::string& ns) { return run_command("ip -n " + ns +
 
 }  // namespace
 
-TEST_CASE("delay line: 2 ms on a veth, no datagram early, none lost, none reordered; gone without a trace", "[root]") {
+TEST_CASE("delay line: 2 ms on a veth, no datagram early, none lost, none reordered, gone without a trace", "[root]") {
   Pair p;
   {
     Running r(1);
@@ -241,5 +245,81 @@ TEST_CASE("delay line: a device that is not there is refused, nothing left behin
   auto st = line.add(fd, "a:nope", "nope", imp);
   ::close(fd);
   REQUIRE_FALSE(st.ok());
+  CHECK_THAT(links_in(p.a), !Catch::Contains(": dl"));
+}
+
+namespace {
+// lanes-delay in namespace NS on DEV, as lanes starts it; its pid
+pid_t start_lanes_delay(const std::string& ns, const std::string& state, const std::vector<std::string>& attrs) {
+  std::string bin = (std::filesystem::path(lanes::test::lanes_bin()).parent_path() / "lanes-delay").string();
+  std::filesystem::remove(state);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<std::string> a = {"/usr/bin/ip", "netns", "exec", ns, bin, "--state", state, "da"};
+    a.insert(a.end(), attrs.begin(), attrs.end());
+    std::vector<char*> argv;
+    for (auto& x : a) argv.push_back(x.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+bool ready(const std::string& state) {
+  for (int i = 0; i < 500; ++i) {
+    std::ifstream in(state);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.value("ready", false)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+int wait_exit(pid_t pid) {
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+}  // namespace
+
+TEST_CASE("lanes-delay: delays its device until SIGTERM, says what it measured, and after kill -9 the next one takes over",
+          "[root]") {
+  Pair p;
+  lanes::test::TempDir dir;
+  std::string state = dir.path() + "/delay.json";
+  // killed: its tap and program stay (the link holds its packets) until the next one replaces them
+  pid_t first = start_lanes_delay(p.a, state, {"delay=3ms"});
+  REQUIRE(ready(state));
+  ::kill(first, SIGKILL);
+  CHECK(wait_exit(first) == 128 + SIGKILL);
+  CHECK_THAT(links_in(p.a), Catch::Contains(": dl"));
+  pid_t second = start_lanes_delay(p.a, state, {"delay=3ms"});
+  REQUIRE(ready(state));
+  auto m = probe(p, 2000, 100);
+  REQUIRE(m.seq.size() == 2000);
+  CHECK(*std::min_element(m.delay_us.begin(), m.delay_us.end()) >= 3000);
+  ::kill(second, SIGTERM);
+  CHECK(wait_exit(second) == 0);
+  std::ifstream in(state);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  REQUIRE(j.is_object());
+  CHECK_FALSE(j.value("ready", true));
+  REQUIRE(j["links"].size() == 1);
+  CHECK(j["links"][0].value("packets", 0) == 2000);
+  CHECK(j["links"][0].value("configured_delay_us", 0) == 3000);
+  CHECK(j["links"][0].value("held_p50_us", 0.0) >= 3000);
+  // gone: the link as it was
+  CHECK_THAT(links_in(p.a), !Catch::Contains(": dl"));
+  auto after = probe(p, 500, 100);
+  REQUIRE(after.seq.size() == 500);
+  CHECK(pct(after.delay_us, 0.5) < 3000);
+}
+
+TEST_CASE("lanes-delay: bad arguments and a missing device are refused, nothing left", "[root]") {
+  Pair p;
+  lanes::test::TempDir dir;
+  std::string state = dir.path() + "/delay.json";
+  CHECK(wait_exit(start_lanes_delay(p.a, state, {"delay=fast"})) == 2);
+  CHECK(wait_exit(start_lanes_delay(p.a, state, {"loss=1%"})) == 2);
+  CHECK(wait_exit(start_lanes_delay(p.a, state, {"jitter=1ms"})) == 2);  // a jitter needs a delay
   CHECK_THAT(links_in(p.a), !Catch::Contains(": dl"));
 }

@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 #include <net/if.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "faults.hpp"
+#include "lanes/testbed/features.hpp"
 #include "lanes/testbed/impair.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -124,9 +127,31 @@ std::string Impair::check(const Step& st, const testbed::Topology& topo) const {
   return "";
 }
 
+namespace {
+// delay, jitter and reorder by lanes' own delay line: where the kernel has no netem
+bool delay_line() {
+  static const bool v = !testbed::probe_kernel_features().netem;
+  return v;
+}
+
+// what the delay line of a side measured, from the state file lanes-delay left
+nlohmann::json delay_measured(const std::string& state) {
+  std::ifstream in(state);
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_object() || j.value("links", nlohmann::json::array()).empty())
+    return {{"error", "lanes-delay left no figures in " + state}};
+  auto l = j["links"][0];
+  l["engine"] = "lanes-delay";
+  return l;
+}
+}  // namespace
+
 // tx: what the named side sends (its egress), rx: what it receives (the
 // other end's egress). Each side's program is loaded and attached from
-// inside its namespace; it stays when this returns.
+// inside its namespace; it stays when this returns. Where the kernel has
+// no netem, delay, jitter and reorder are lanes-delay's (one process a
+// side, in the side's namespace, until the impairment is cleared or
+// replaced or the phase ends).
 void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) const {
   const auto& topo = ctx.topo();
   auto t = target_of(st, topo);
@@ -155,7 +180,7 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
           auto nl = testbed::Netlink::open_here(node);
           if (!nl) return nl.error();
           // what the step does not set goes: an impair replaces the one before it
-          if (!imp.netem())
+          if (!imp.netem() && !delay_line())
             if (auto c = testbed::clear_netem(nl.value(), idx, ep->ifname); !c) return c;
           if (!imp.bpf()) {
             if (auto c = testbed::DeviceImpairment::clear(idx, ep->ifname); !c) return c;
@@ -164,11 +189,34 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
             if (!d) return d.error();
             dev.emplace(std::move(d.value()));
           }
-          if (imp.netem()) return testbed::set_netem(nl.value(), idx, ep->ifname, imp);
+          if (imp.netem() && !delay_line()) return testbed::set_netem(nl.value(), idx, ep->ifname, imp);
           return {};
         },
         fmt::format("{} on {}:{}", type(), node, ep->ifname));
     if (!st2) throw std::runtime_error(st2.error().what());
+    // the delay line: the one before ends (its figures kept), this one starts
+    std::string helper = "delay " + key, state = ctx.out_base(fmt::format("delay-{}-{}", node, ep->ifname)) + ".json";
+    if (delay_line() && ctx.stop_helper(helper)) measured[what]["delay"] = delay_measured(state);
+    if (delay_line() && imp.netem()) {
+      std::vector<std::string> args = {"--state", state, "--seed", std::to_string(ctx.seed()), ep->ifname};
+      for (const char* k : testbed::kNetemOnly)
+        if (st.has(k)) args.push_back(std::string(k) + "=" + st.str(k));
+      std::error_code ec;
+      std::filesystem::remove(state, ec);
+      ctx.start_helper(helper, "lanes-delay", ctx.node_ns(node), args, state + ".log");
+      auto ready = [&] {
+        std::ifstream in(state);
+        auto j = nlohmann::json::parse(in, nullptr, false);
+        return j.is_object() && j.value("ready", false);
+      };
+      if (!ctx.eventually(ready, std::chrono::milliseconds(10'000), std::chrono::milliseconds(20))) {
+        std::ifstream log(state + ".log");
+        std::string why((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+        (void)ctx.stop_helper(helper);
+        throw std::runtime_error(fmt::format("fault {}: lanes-delay on {}:{} did not start: {}", type(), node,
+                                             ep->ifname, why.empty() ? "it said nothing" : why));
+      }
+    }
     std::lock_guard lk(held().m);
     auto& by = held().by_device;
     if (dev) {
@@ -177,20 +225,33 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
       if (auto c = it->second.stats()) {
         const auto& v = c.value();
         double pct = v.packets ? 100.0 * static_cast<double>(v.lost) / static_cast<double>(v.packets) : 0;
+        auto kept = measured.contains(what) ? measured[what].value("delay", nlohmann::json()) : nlohmann::json();
         measured[what] = {{"packets", v.packets},       {"lost", v.lost},         {"duplicated", v.duplicated},
                           {"corrupted", v.corrupted}, {"lost_pct", pct}};
+        if (!kept.is_null()) measured[what]["delay"] = kept;
         said += fmt::format("; {} {} packets, {} lost ({:.2f}%), {} sent twice, {} corrupted", what, v.packets, v.lost,
                             pct, v.duplicated, v.corrupted);
       } else {  // a side whose counters could not be read is recorded so: no assertion passes on the other alone
-        measured[what] = {{"error", c.error().what()}};
+        measured[what]["error"] = c.error().what();
         said += fmt::format("; {} counters unread: {}", what, c.error().what());
       }
       by.erase(it);
     }
+    if (measured.contains(what) && measured[what].contains("delay")) {
+      const auto& d = measured[what]["delay"];
+      if (d.contains("error"))
+        said += fmt::format("; {} delay figures unread: {}", what, d.value("error", std::string()));
+      else
+        said += fmt::format("; {} delayed {} packets: held p50 {:.0f} us, p99 {:.0f} us (configured {} us), late p99 "
+                            "{:.0f} us",
+                            what, d.value("packets", uint64_t{0}), d.value("held_p50_us", 0.0),
+                            d.value("held_p99_us", 0.0), d.value("configured_delay_us", 0u), d.value("late_p99_us", 0.0));
+    }
   }
   ctx.mark(label, "fault");
   if (!measured.empty()) ctx.record_fault(label, {{"impairment", measured}});
-  ctx.say(set_ ? fmt::format("fault: {} impaired ({}), {}", t->what, dir, imp.describe())
+  ctx.say(set_ ? fmt::format("fault: {} impaired ({}), {}{}", t->what, dir, imp.describe(),
+                             imp.netem() && delay_line() ? " (the delay by lanes-delay: this kernel has no netem)" : "")
                : fmt::format("fault: {} impairment cleared ({}){}", t->what, dir, said));
 }
 

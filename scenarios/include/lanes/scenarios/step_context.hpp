@@ -82,6 +82,14 @@ class StepContext {
   // (an exec workload: the user's command)
   virtual Proc start_command(const std::string& role, int ns, const std::string& cmd, const std::string& out,
                              std::vector<std::pair<std::string, std::string>> env) = 0;
+  // lanes' own program NAME (lanes-delay) with ARGS in namespace NS for the
+  // rest of the phase, known by KEY (a second start of KEY ends the
+  // first), its output to LOG: ended (SIGTERM) by stop_helper or with the
+  // phase, before the run goes down; nothing of it outlives lanes
+  virtual void start_helper(const std::string& key, const std::string& name, int ns, std::vector<std::string> args,
+                            const std::string& log) = 0;
+  // ends KEY's helper and waits for it: false when none runs
+  virtual bool stop_helper(const std::string& key) = 0;
   virtual void go(std::vector<Proc>& procs) = 0;
   virtual void wait_listening(int ns, int port, bool udp, const std::string& who) = 0;
   // HOST's BPF flow table as its host agent published it: the NIC of each
