@@ -806,13 +806,20 @@ class Fetcher {
   void arrive() {
     auto now = Clock::now();
     while (arrived_ < arrivals_.size() && at(arrivals_[arrived_]) <= now) queued_.push_back(at(arrivals_[arrived_++]));
-    // as many idle connections woken as requests wait (each takes one)
-    size_t wake = queued_.size();
-    for (auto& c : conns_)
-      if (wake > 0 && c.connected && !c.req_sent && !c.finished) {
+    // as many idle connections woken as requests wait (each takes one), in
+    // turn from the one after the last woken: a scan from the first would
+    // give the first idle connection nearly every request of a light load,
+    // and with it one NIC's path
+    size_t wake = queued_.size(), n = conns_.size();
+    for (size_t k = 0; k < n && wake > 0; ++k) {
+      size_t i = (next_wake_ + k) % n;
+      auto& c = conns_[i];
+      if (c.connected && !c.req_sent && !c.finished) {
         (void)loop_.rewatch(c.fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP);
         --wake;
+        next_wake_ = (i + 1) % n;
       }
+    }
     if (arrived_ < arrivals_.size())
       loop_.at(at(arrivals_[arrived_]), [this] { arrive(); });
     else if (queued_.empty() && !any_outstanding())
@@ -866,6 +873,7 @@ class Fetcher {
   int open_ = 0;  // connections not yet ended
   std::vector<double> latencies_ms_, connect_ms_, issue_s_;
   std::deque<Clock::time_point> queued_;  // open loop: arrived, waiting for a connection
+  size_t next_wake_ = 0;                  // open loop: where the next scan for an idle connection starts
   size_t arrived_ = 0;
   uint32_t next_id_ = 0;
   std::vector<uint8_t> buf_ = std::vector<uint8_t>(1 << 16);

@@ -902,8 +902,8 @@ std::string missing_for(const Scenario& sc) {
         return fmt::format("phase {} puts {}'s job on egress mptcp; this kernel has no MPTCP (CONFIG_MPTCP, "
                            "net.mptcp.enabled)", ph.name, n->name);
     }
-  // a fault's delay, jitter and reorder are lanes' delay line's where the
-  // kernel has no netem (it needs BPF); a topology's link delay is netem's
+  // delay, jitter and reorder are lanes' delay line's where the kernel has
+  // no netem (it needs BPF)
   static const auto f = testbed::probe_kernel_features();
   std::string fault_where;
   for (const auto& ph : sc.phases) {
@@ -915,11 +915,11 @@ std::string missing_for(const Scenario& sc) {
         for (const char* k : testbed::kNetemOnly)
           if (fault_where.empty() && st.has(k)) fault_where = fmt::format("{} at {}:{}", k, sc.file, st.line);
   }
-  if (!where.empty() && !f.netem) return fmt::format("it asks for {}; that {}", where, testbed::netem_missing());
-  if (!fault_where.empty() && !f.netem && !f.bpf)
+  if (where.empty()) where = fault_where;
+  if (!where.empty() && !f.netem && !f.bpf)
     return fmt::format("it asks for {}; this kernel has no netem, and lanes' delay line needs BPF, which lanes "
                        "cannot load here",
-                       fault_where);
+                       where);
   return "";
 }
 }  // namespace

@@ -17,15 +17,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "delay_abi.h"
 #include "delay_tap.skel.h"
 #include "lanes/testbed/delay_schedule.hpp"
+#include "lanes/testbed/deploy.hpp"
+#include "lanes/testbed/features.hpp"
 #include "lanes/testbed/handle.hpp"
 #include "lanes/testbed/libbpf_log.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/netns.hpp"
+#include "lanes/testbed/run_layout.hpp"
 
 namespace lanes::testbed {
 
@@ -36,6 +40,7 @@ constexpr uint32_t kPriority = 6;
 constexpr size_t kFrame = 65536 + 256;  // a GSO packet, its Ethernet header and the virtio-net header
 constexpr size_t kSamples = 100000;     // the last this many packets' times, for the percentiles
 constexpr int kSocketBuffer = 32 << 20;
+constexpr uint64_t kQueueBytes = 256ull << 20;  // what one device's delay line holds at most
 
 int64_t now_ns() {
   timespec ts{};
@@ -56,9 +61,12 @@ struct Packet {
   uint64_t seq = 0;
 };
 
-// a packet socket bound to device INDEX: with the virtio-net header, big buffers
+// a packet socket bound to device INDEX: with the virtio-net header, big
+// buffers. Made with protocol 0 (it takes nothing) and given PROTOCOL as it
+// binds: made with ETH_P_ALL it would take every packet of the namespace
+// until then, and those would go out of the device.
 Result<int> packet_socket(int index, int protocol, bool tx, const std::string& what) {
-  Fd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | (tx ? 0 : SOCK_NONBLOCK), protocol));
+  Fd fd(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return errno_error("a packet socket for " + what);
   int one = 1, buf = kSocketBuffer;
   if (::setsockopt(fd.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one))
@@ -80,6 +88,71 @@ Result<int> packet_socket(int index, int protocol, bool tx, const std::string& w
 
 std::string delay_tap_name(int index, char end) { return fmt::format("dl{}{}", index, end); }
 
+Status clear_delay_tap(const std::string& where, const std::string& ifname) {
+  auto nl = Netlink::open_here(where);
+  if (!nl) return nl.error();
+  auto idx = nl.value().ifindex(ifname);
+  if (!idx) return {};  // no device, nothing of the delay line's on it
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = idx.value(), .attach_point = BPF_TC_EGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = kHandle, .priority = kPriority);
+  {
+    QuietLibbpf quiet;
+    int err = bpf_tc_detach(&hook, &opts);
+    if (err && err != -ENOENT && err != -EINVAL) return os_error(-err, "removing the delay line from " + ifname);
+  }
+  std::string a = delay_tap_name(idx.value(), 'a');
+  if (auto old = nl.value().link(a); old && old.value())
+    if (auto d = nl.value().delete_link(a); !d) return d;
+  return {};
+}
+
+bool delay_by_lanes() {
+  static const bool v = [] {
+    auto f = probe_kernel_features();
+    return !f.netem && f.bpf;
+  }();
+  return v;
+}
+
+std::vector<std::string> delay_args(const Impairment& imp) {
+  std::vector<std::string> a;
+  if (imp.delay_us) a.push_back(fmt::format("delay={}us", imp.delay_us));
+  if (imp.jitter_us) a.push_back(fmt::format("jitter={}us", imp.jitter_us));
+  if (!imp.distribution.empty()) a.push_back("distribution=" + imp.distribution);
+  if (imp.reorder_ppm) a.push_back(fmt::format("reorder={:.4f}%", imp.reorder_ppm / 1e4));
+  return a;
+}
+
+Status deploy_delay_lines(DeployContext& ctx) {
+  const auto& t = ctx.tb.topology();
+  bool any = false;
+  for (const auto& l : t.links) any = any || l.impair.netem();
+  if (!any || !delay_by_lanes()) return {};
+  RunLayout layout(ctx.reg.dir(ctx.run_id));
+  for (const auto& l : t.links) {
+    if (!l.impair.netem()) continue;
+    for (const Endpoint* e : {&l.a, &l.b}) {
+      if (!ctx.local(e->node)) continue;
+      const std::string& node = t.nodes.at(static_cast<size_t>(e->node)).name;
+      std::string dir = layout.node_dir("delay", node);
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+      if (ec) return os_error(ec.value(), "making " + dir);
+      DaemonRequest d;
+      d.node = node;
+      d.name = "delay-" + e->ifname;
+      std::string state = dir + "/" + e->ifname + ".json";
+      d.argv = {ctx.bin_dir + "/lanes-delay", "--state", state, "--seed", "1", e->ifname};
+      for (auto& a : delay_args(l.impair)) d.argv.push_back(std::move(a));
+      d.netns = ctx.tb.netns_name(e->node);
+      d.ready_file = state;
+      d.wave = kWaveFabric;  // before any BGP session: the sessions see the delay from their start
+      ctx.daemons.push_back(std::move(d));
+    }
+  }
+  return {};
+}
+
 struct DelayLine::Link {
   DelayLinkStats st;
   std::string ifname;
@@ -89,9 +162,10 @@ struct DelayLine::Link {
   delay_tap_bpf* skel = nullptr;
   std::unique_ptr<DelaySchedule> schedule;
   ReleaseQueue<Packet> queue;
-  uint64_t next_seq = 0, highest_sent = 0;
+  uint64_t next_seq = 0, highest_sent = 0, queued_bytes = 0;
   bool sent_any = false;
   std::vector<double> held, late;  // rings of kSamples
+  mutable uint64_t tap_drops = 0;
   size_t sample = 0;
   ~Link() {
     if (skel) delay_tap_bpf__destroy(skel);
@@ -208,8 +282,11 @@ Status DelayLine::add(int ns_fd, const std::string& where, const std::string& if
         [&]() -> Status {
           p->rx.reset();
           p->tx.reset();
-          if (p->index > 0)
-            if (auto nl = Netlink::open_here(where)) (void)nl.value().delete_link(delay_tap_name(p->index, 'a'));
+          if (p->skel) {  // (its filter, or a killed predecessor's, off the device)
+            delay_tap_bpf__destroy(p->skel);
+            p->skel = nullptr;
+          }
+          (void)clear_delay_tap(where, ifname);
           return {};
         },
         "undoing the delay of " + where);
@@ -244,14 +321,23 @@ void DelayLine::on_packets(Link& l) {
   static thread_local std::vector<uint8_t> buf(kFrame);
   for (int n = 0; n < 256; ++n) {
     ssize_t got = ::recv(l.rx.get(), buf.data(), buf.size(), MSG_TRUNC);
-    if (got < 0) break;
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      ++l.st.rx_errors;  // (the packet is gone: a GSO type the virtio-net header cannot say)
+      continue;
+    }
     int64_t t = now_ns();
     if (static_cast<size_t>(got) > buf.size()) {  // larger than a GSO packet can be: not one of the device's
       log::warn("delay line {}: a {}-byte packet on the tap, dropped", l.st.where, got);
       continue;
     }
+    if (l.queued_bytes + static_cast<uint64_t>(got) > kQueueBytes) {  // the delay line's own limit
+      ++l.st.queue_drops;
+      continue;
+    }
     Packet p;
     p.bytes.assign(buf.begin(), buf.begin() + got);
+    l.queued_bytes += static_cast<uint64_t>(got);
     p.arrival_ns = t;
     p.release_ns = l.schedule->release_ns(t);
     p.seq = l.next_seq++;
@@ -268,10 +354,12 @@ void DelayLine::on_timer() {
   for (auto& lp : links_) {
     Link& l = *lp;
     for (auto& p : l.queue.pop_due(t)) {
+      l.queued_bytes -= p.bytes.size();
       int64_t sent = now_ns();
       ssize_t w = ::send(l.tx.get(), p.bytes.data(), p.bytes.size(), 0);
       if (w < 0) {
-        ++l.st.send_drops;  // ENOBUFS: the device's queue is full
+        // ENOBUFS: the device's queue (its TBF) is full, EAGAIN: the socket's buffer; anything else is an error
+        ++(errno == ENOBUFS || errno == EAGAIN ? l.st.send_drops : l.st.send_errors);
         continue;
       }
       ++l.st.packets;
@@ -308,14 +396,22 @@ void DelayLine::arm() {
   if (::timerfd_settime(timer_, TFD_TIMER_ABSTIME, &its, nullptr) == 0) armed_ns_ = next;
 }
 
-std::vector<DelayLinkStats> DelayLine::stats() const {
+std::vector<DelayLinkStats> DelayLine::stats(bool percentiles) const {
   std::vector<DelayLinkStats> out;
   for (const auto& l : links_) {
     DelayLinkStats s = l->st;
-    s.held_p50_us = percentile(l->held, 0.5);
-    s.held_p99_us = percentile(l->held, 0.99);
-    s.late_p50_us = percentile(l->late, 0.5);
-    s.late_p99_us = percentile(l->late, 0.99);
+    tpacket_stats ps{};
+    socklen_t len = sizeof ps;
+    if (l->rx && ::getsockopt(l->rx.get(), SOL_PACKET, PACKET_STATISTICS, &ps, &len) == 0) {
+      l->tap_drops += ps.tp_drops;  // (the kernel resets them as it reports them)
+    }
+    s.tap_drops = l->tap_drops;
+    if (percentiles) {
+      s.held_p50_us = percentile(l->held, 0.5);
+      s.held_p99_us = percentile(l->held, 0.99);
+      s.late_p50_us = percentile(l->late, 0.5);
+      s.late_p99_us = percentile(l->late, 0.99);
+    }
     out.push_back(s);
   }
   return out;

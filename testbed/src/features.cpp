@@ -56,8 +56,7 @@ std::string KernelFeatures::impairments() const {
   std::string b = bpf ? "loss, duplicate, corrupt (lanes' tc BPF program)"
                       : "loss, duplicate, corrupt: no (lanes' tc BPF program cannot be loaded)";
   std::string n = netem ? "delay, jitter, distribution, reorder (netem, inside the link's TBF)"
-                  : bpf ? "delay, jitter, distribution, reorder: a fault's by lanes' delay line (lanes-delay: no "
-                          "netem here), a topology's link delay no (it needs netem)"
+                  : bpf ? "delay, jitter, distribution, reorder by lanes' delay line (lanes-delay: no netem here)"
                         : "delay, jitter, distribution, reorder: no (this kernel has no netem, and lanes' delay line "
                           "needs BPF)";
   return b + "; " + n;
@@ -74,9 +73,10 @@ Status check_kernel_for(const Topology& topo) {
     return os_error(ENOTSUP, fmt::format("{}: egress=\"mptcp\": this kernel has no MPTCP (CONFIG_MPTCP), or "
                                          "net.mptcp.enabled is 0 in a new namespace",
                                          mptcp_job->name));
-  if (!first || f.netem) return {};
-  return os_error(ENOTSUP, fmt::format("{}:{}: {} {}", first->impair_loc.file, first->impair_loc.line,
-                                       first->impair.netem_parts(), netem_missing()));
+  if (!first || f.netem || f.bpf) return {};  // (without netem, lanes' delay line: it needs BPF)
+  return os_error(ENOTSUP, fmt::format("{}:{}: {} {}, and lanes' delay line needs BPF, which lanes cannot load here",
+                                       first->impair_loc.file, first->impair_loc.line, first->impair.netem_parts(),
+                                       netem_missing()));
 }
 
 namespace {
@@ -151,9 +151,8 @@ KernelFeatures probe_kernel_features() {
                          "): egress modes bpf and bpf-numa fall back to ecmp, and links cannot be given loss, duplication or corruption; ";
   // (after the BPF probe: the delay line needs BPF)
   if (!f.netem)
-    f.notes += f.bpf ? "no netem: a fault's delay, jitter and reordering come from lanes' delay line (lanes-delay), a "
-                       "topology's link delay is unavailable (loss, duplication and corruption use lanes' own BPF "
-                       "program, silent drops nftables); "
+    f.notes += f.bpf ? "no netem: delay, jitter and reordering come from lanes' delay line (lanes-delay; loss, "
+                       "duplication and corruption from lanes' own BPF program, silent drops from nftables); "
                      : "no netem: link delay, jitter and reordering are unavailable (lanes' delay line needs BPF); ";
   if (!f.notes.empty()) f.notes.resize(f.notes.size() - 2);
   return f;

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "lanes/testbed/delay_line.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/netns.hpp"
 
@@ -132,7 +133,8 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
             [&](const change::Tbf& t) { return nl->set_tbf(t.index, t.rate_bps, t.ifname); },
             [&](const change::Impair& i) -> Status {
               // netem inside the device's TBF (set before it), then lanes' BPF program
-              if (i.impairment.netem())
+              // (no netem: lanes-delay, a daemon of the run, delays the device)
+              if (i.impairment.netem() && !delay_by_lanes())
                 if (auto ns = set_netem(*nl, i.index, i.ifname, i.impairment); !ns) return ns;
               if (!i.impairment.bpf()) return {};
               // a BPF program is attached from inside the device's namespace

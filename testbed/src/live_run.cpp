@@ -1,11 +1,13 @@
 #include "lanes/testbed/live_run.hpp"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
+#include "lanes/testbed/delay_line.hpp"
 #include "lanes/testbed/log.hpp"
 #include "lanes/testbed/process.hpp"
 #include "lanes/testbed/supervisor.hpp"
@@ -35,6 +37,14 @@ LiveRun::~LiveRun() {
 
 Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, LiveRunOptions opt) {
   if (auto st = check_kernel_for(topo); !st) return st.error();  // before anything is made
+  // a link's delay without netem is lanes-delay's, a daemon: a run without
+  // roles has no supervisor to keep it
+  if (opt.roles.empty() && delay_by_lanes())
+    for (const auto& l : topo.links)
+      if (l.impair.netem())
+        return os_error(ENOTSUP, fmt::format("{}:{}: {}: without netem a link's delay is lanes-delay's, a daemon of "
+                                             "the run, and this run starts none",
+                                             l.impair_loc.file, l.impair_loc.line, l.impair.netem_parts()));
   auto impl = std::make_unique<Impl>();
   impl->reg.emplace(reg);
   std::string id = opt.run_id.empty() ? reg.new_id() : opt.run_id;
@@ -99,6 +109,8 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
       t = now;
       return ms;
     };
+    // the links' delay line where the kernel has no netem, before every role's daemons
+    if (auto st = deploy_delay_lines(ctx); !st) return rollback(st.error());
     for (const auto& role : opt.roles) {
       log::debug("run {}: deploying {}", id, role->name());
       if (auto st = role->deploy(ctx); !st) return rollback(st.error());

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "faults.hpp"
+#include "lanes/testbed/delay_line.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/impair.hpp"
 #include "lanes/testbed/netlink.hpp"
@@ -172,6 +173,9 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
     const std::string& node = topo.nodes.at(static_cast<size_t>(ep->node)).name;
     std::string key = node + ":" + ep->ifname;
     std::optional<testbed::DeviceImpairment> dev;
+    // the delay line before: ended (its figures kept); what it left, if it was killed, goes below
+    std::string helper = "delay " + key, state = ctx.out_base(fmt::format("delay-{}-{}", node, ep->ifname)) + ".json";
+    if (delay_line() && ctx.stop_helper(helper)) measured[what]["delay"] = delay_measured(state);
     auto st2 = testbed::run_in_netns(
         ctx.node_ns(node),
         [&]() -> testbed::Status {
@@ -182,6 +186,8 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
           // what the step does not set goes: an impair replaces the one before it
           if (!imp.netem() && !delay_line())
             if (auto c = testbed::clear_netem(nl.value(), idx, ep->ifname); !c) return c;
+          if (delay_line())
+            if (auto c = testbed::clear_delay_tap(node, ep->ifname); !c) return c;
           if (!imp.bpf()) {
             if (auto c = testbed::DeviceImpairment::clear(idx, ep->ifname); !c) return c;
           } else {
@@ -194,11 +200,10 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
         },
         fmt::format("{} on {}:{}", type(), node, ep->ifname));
     if (!st2) throw std::runtime_error(st2.error().what());
-    // the delay line: the one before ends (its figures kept), this one starts
-    std::string helper = "delay " + key, state = ctx.out_base(fmt::format("delay-{}-{}", node, ep->ifname)) + ".json";
-    if (delay_line() && ctx.stop_helper(helper)) measured[what]["delay"] = delay_measured(state);
+    // the delay line: its draws its own (a seed per side)
     if (delay_line() && imp.netem()) {
-      std::vector<std::string> args = {"--state", state, "--seed", std::to_string(ctx.seed()), ep->ifname};
+      uint64_t seed = ctx.seed() ^ std::hash<std::string>{}(key);
+      std::vector<std::string> args = {"--state", state, "--seed", std::to_string(seed), ep->ifname};
       for (const char* k : testbed::kNetemOnly)
         if (st.has(k)) args.push_back(std::string(k) + "=" + st.str(k));
       std::error_code ec;

@@ -40,6 +40,10 @@ struct DelayLinkStats {
   uint64_t packets = 0, bytes = 0;
   uint64_t reordered = 0;   // sent before a packet that came earlier
   uint64_t send_drops = 0;  // refused by the device's queue (its TBF full: the line's own drop)
+  uint64_t send_errors = 0;  // refused otherwise
+  uint64_t rx_errors = 0;    // read from the tap in error (a GSO type the virtio-net header cannot say)
+  uint64_t tap_drops = 0;    // the tap's socket buffer full (the delay line too slow to read)
+  uint64_t queue_drops = 0;  // over the delay line's own limit (256 MiB held)
   double held_p50_us = 0, held_p99_us = 0, held_max_us = 0;
   double late_p50_us = 0, late_p99_us = 0, late_max_us = 0;
 };
@@ -60,7 +64,8 @@ class DelayLine {
   // The sockets and the timer on LOOP (once; devices added after are
   // watched as they come). LOOP must outlive the DelayLine.
   Status attach(EventLoop& loop);
-  std::vector<DelayLinkStats> stats() const;
+  // the figures; the percentiles (a sort of up to 10^5 samples) only when asked
+  std::vector<DelayLinkStats> stats(bool percentiles = true) const;
 
  private:
   struct Link;
@@ -76,5 +81,24 @@ class DelayLine {
 
 // The tap pair's names for the device of ifindex INDEX
 std::string delay_tap_name(int index, char end);
+// Takes what a delay line left on device IFNAME of the calling thread's
+// namespace (WHERE names it) away: its program and its tap, whether or not
+// the delay line still runs (one killed leaves the device's packets going
+// into its tap). Nothing there: not an error.
+Status clear_delay_tap(const std::string& where, const std::string& ifname);
+
+// Whether this machine's delay, jitter and reorder are lanes' delay line's:
+// no netem, and BPF (probed once)
+bool delay_by_lanes();
+
+// lanes-delay's arguments for IMP's delay, jitter, distribution, reorder:
+// "delay=5000us", ...
+std::vector<std::string> delay_args(const Impairment& imp);
+
+struct DeployContext;
+// Where the delay line serves (delay_by_lanes), a supervised lanes-delay
+// for each end of each of the topology's links with a delay (in the end's
+// namespace, first of the daemons: its state file its readiness)
+Status deploy_delay_lines(DeployContext& ctx);
 
 }  // namespace lanes::testbed
