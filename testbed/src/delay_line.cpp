@@ -41,6 +41,15 @@ constexpr size_t kFrame = 65536 + 256;  // a GSO packet, its Ethernet header and
 constexpr size_t kSamples = 100000;     // the last this many packets' times, for the percentiles
 constexpr int kSocketBuffer = 32 << 20;
 constexpr uint64_t kQueueBytes = 256ull << 20;  // what one device's delay line holds at most
+// the timer fires this much before a release and the loop waits out the rest
+// on the clock: a wake-up's lateness (tens of µs) is not the packet's
+constexpr int64_t kEarlyNs = 60'000;
+
+int64_t real_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 int64_t now_ns() {
   timespec ts{};
@@ -73,6 +82,10 @@ Result<int> packet_socket(int index, int protocol, bool tx, const std::string& w
     return errno_error("PACKET_VNET_HDR on " + what);
   if (::setsockopt(fd.get(), SOL_SOCKET, tx ? SO_SNDBUFFORCE : SO_RCVBUFFORCE, &buf, sizeof buf))
     return errno_error("the buffer of " + what + "'s packet socket");
+  if (!tx) {  // each packet's arrival as the kernel stamped it, not when the loop read it
+    if (::setsockopt(fd.get(), SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one))
+      return errno_error("SO_TIMESTAMPNS on " + what);
+  }
   if (tx) {
     uint32_t mark = LANES_DELAY_MARK;
     if (::setsockopt(fd.get(), SOL_SOCKET, SO_MARK, &mark, sizeof mark)) return errno_error("SO_MARK on " + what);
@@ -319,14 +332,33 @@ Status DelayLine::attach(EventLoop& loop) {
 
 void DelayLine::on_packets(Link& l) {
   static thread_local std::vector<uint8_t> buf(kFrame);
+  // the kernel's stamps are on the real-time clock: the monotonic one is
+  // that minus their difference now
+  int64_t mono_minus_real = now_ns() - real_ns();
   for (int n = 0; n < 256; ++n) {
-    ssize_t got = ::recv(l.rx.get(), buf.data(), buf.size(), MSG_TRUNC);
+    iovec iov{buf.data(), buf.size()};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl;
+    mh.msg_controllen = sizeof ctl;
+    ssize_t got = ::recvmsg(l.rx.get(), &mh, MSG_TRUNC);
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       ++l.st.rx_errors;  // (the packet is gone: a GSO type the virtio-net header cannot say)
       continue;
     }
     int64_t t = now_ns();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec ts{};
+        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        int64_t stamped = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + mono_minus_real;
+        // taken only when it is a moment before the read: a packet may carry
+        // a stamp of another clock (TCP's departure time is monotonic)
+        if (stamped <= t && t - stamped < 5'000'000) t = stamped;
+      }
     if (static_cast<size_t>(got) > buf.size()) {  // larger than a GSO packet can be: not one of the device's
       log::warn("delay line {}: a {}-byte packet on the tap, dropped", l.st.where, got);
       continue;
@@ -350,7 +382,14 @@ void DelayLine::on_timer() {
   uint64_t ticks = 0;
   (void)::read(timer_, &ticks, sizeof ticks);
   armed_ns_ = -1;
+  // the timer fired early (kEarlyNs): the rest waited out on the clock
+  int64_t first = -1;
+  for (const auto& l : links_)
+    if (!l->queue.empty() && (first < 0 || l->queue.next_ns() < first)) first = l->queue.next_ns();
   int64_t t = now_ns();
+  if (first > t && first - t <= kEarlyNs)
+    while ((t = now_ns()) < first) {
+    }
   for (auto& lp : links_) {
     Link& l = *lp;
     for (auto& p : l.queue.pop_due(t)) {
@@ -388,9 +427,10 @@ void DelayLine::arm() {
   int64_t next = -1;
   for (const auto& l : links_)
     if (!l->queue.empty() && (next < 0 || l->queue.next_ns() < next)) next = l->queue.next_ns();
-  if (next < 0 || next == armed_ns_) return;
+  if (next < 0) return;
+  next = std::max<int64_t>(next - kEarlyNs, 1);
+  if (next == armed_ns_) return;
   itimerspec its{};
-  next = std::max<int64_t>(next, 1);
   its.it_value.tv_sec = next / 1'000'000'000;
   its.it_value.tv_nsec = next % 1'000'000'000;
   if (::timerfd_settime(timer_, TFD_TIMER_ABSTIME, &its, nullptr) == 0) armed_ns_ = next;

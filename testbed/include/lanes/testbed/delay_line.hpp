@@ -8,10 +8,11 @@
 // device's tap, a veth pair of the device's namespace without addresses
 // ("dl<ifindex>a" → "dl<ifindex>b"). A packet socket on the tap's far end
 // reads it with its virtio-net header (PACKET_VNET_HDR: a GSO packet of
-// 64 KiB stays one unit, its checksum left to offload), the schedule
-// gives its release time, a timing heap holds it, and at that time (an
-// absolute CLOCK_MONOTONIC timerfd, timer slack 1 ns) a packet socket on
-// the device sends it out again, marked so that the tc program lets it
+// 64 KiB stays one unit, its checksum left to offload) and the kernel's
+// stamp of its arrival, the schedule gives its release time from that
+// stamp, a timing heap holds it, and at that time (an absolute
+// CLOCK_MONOTONIC timerfd set 60 µs early, timer slack 1 ns, the rest
+// waited out on the clock) a packet socket on the device sends it out again, marked so that the tc program lets it
 // pass: on to the impairment program (loss, duplication, corruption, once
 // a packet) and into the TBF, so the line rate holds after the delay.
 //
