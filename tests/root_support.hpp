@@ -2,7 +2,14 @@
 // Fixtures for root-tier tests: a run built from a topology file, owned by
 // the test and torn down however the test ends.
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -153,6 +160,61 @@ inline ScenarioRun lanes_run(const std::filesystem::path& dir, const std::string
     if (!id.empty()) CHECK(testbed::list_netns(testbed::RunRegistry::netns_prefix(id)).empty());
   }
   return res;
+}
+
+// Two namespaces of the test's own, TAG-<pid>-a and -b, joined by a veth
+// pair: DEV_A (198.18.NET.0/31) in a, DEV_B (198.18.NET.1, MAC
+// 02:00:00:00:NET%256:02) in b; nothing on the link but the test's own
+// datagrams (no IPv6 and its listener reports, no ARP: a permanent
+// neighbour); removed however the test ends.
+struct NsPair {
+  std::string a, b;
+  NsPair(const std::string& tag, int net, const std::string& dev_a, const std::string& dev_b)
+      : a(tag + "-" + std::to_string(::getpid()) + "-a"), b(tag + "-" + std::to_string(::getpid()) + "-b") {
+    std::string pre = "198.18." + std::to_string(net) + ".";
+    char mac[18];
+    std::snprintf(mac, sizeof mac, "02:00:00:00:%02x:02", net % 256);
+    for (const auto& c : {"ip netns add " + a, "ip netns add " + b,
+                          "ip -n " + a + " link add " + dev_a + " type veth peer name " + dev_b + " netns " + b,
+                          "ip -n " + a + " addr add " + pre + "0/31 dev " + dev_a,
+                          "ip -n " + b + " addr add " + pre + "1/31 dev " + dev_b,
+                          "ip netns exec " + a + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
+                          "ip netns exec " + b + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
+                          "ip -n " + a + " neigh add " + pre + "1 lladdr " + mac + " dev " + dev_a + " nud permanent",
+                          "ip -n " + b + " link set " + dev_b + " address " + mac, "ip -n " + a + " link set " + dev_a + " up",
+                          "ip -n " + b + " link set " + dev_b + " up"})
+      if (run_command(c).status != 0) throw std::runtime_error("failed: " + c);
+  }
+  ~NsPair() {
+    (void)run_command("ip netns del " + a);
+    (void)run_command("ip netns del " + b);
+  }
+  NsPair(const NsPair&) = delete;
+  NsPair& operator=(const NsPair&) = delete;
+  static int fd(const std::string& ns) { return ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC); }
+};
+
+// a UDP socket made inside namespace NS (it stays there), bound to ADDR:PORT, a big receive buffer
+inline int udp_socket_in(const std::string& ns, const char* addr, uint16_t port) {
+  int nsfd = NsPair::fd(ns);
+  int out = -1;
+  auto st = testbed::run_in_netns(
+      nsfd,
+      [&]() -> testbed::Status {
+        out = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int big = 64 << 20;
+        ::setsockopt(out, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_port = htons(port);
+        ::inet_pton(AF_INET, addr, &sa.sin_addr);
+        if (::bind(out, reinterpret_cast<sockaddr*>(&sa), sizeof sa)) return testbed::errno_error("bind");
+        return {};
+      },
+      "a UDP socket");
+  ::close(nsfd);
+  REQUIRE(st.ok());
+  return out;
 }
 
 }  // namespace lanes::test

@@ -50,48 +50,11 @@ int64_t mono_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// two namespaces joined by da (198.18.203.0) and db (198.18.203.1), removed however the test ends
-struct Pair {
-  std::string a = "ldl-" + std::to_string(::getpid()) + "-a", b = "ldl-" + std::to_string(::getpid()) + "-b";
-  Pair() {
-    for (const auto& c : {"ip netns add " + a, "ip netns add " + b,
-                          "ip -n " + a + " link add da type veth peer name db netns " + b,
-                          "ip -n " + a + " addr add 198.18.203.0/31 dev da", "ip -n " + b + " addr add 198.18.203.1/31 dev db",
-                          "ip netns exec " + a + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
-                          "ip netns exec " + b + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
-                          "ip -n " + a + " neigh add 198.18.203.1 lladdr 02:00:00:00:03:02 dev da nud permanent",
-                          "ip -n " + b + " link set db address 02:00:00:00:03:02",
-                          "ip -n " + a + " link set da up", "ip -n " + b + " link set db up"})
-      if (run_command(c).status != 0) throw std::runtime_error("failed: " + c);
-  }
-  ~Pair() {
-    (void)run_command("ip netns del " + a);
-    (void)run_command("ip netns del " + b);
-  }
-  static int fd(const std::string& ns) { return ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC); }
+// two namespaces joined by da (198.18.203.0) and db (198.18.203.1)
+struct Pair : lanes::test::NsPair {
+  Pair() : NsPair("ldl", 203, "da", "db") {}
 };
-
-int udp_in(const std::string& ns, const char* addr, uint16_t port) {
-  int nsfd = Pair::fd(ns);
-  int out = -1;
-  auto st = run_in_netns(
-      nsfd,
-      [&]() -> Status {
-        out = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        int big = 64 << 20;
-        ::setsockopt(out, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(port);
-        ::inet_pton(AF_INET, addr, &sa.sin_addr);
-        if (::bind(out, reinterpret_cast<sockaddr*>(&sa), sizeof sa)) return errno_error("bind");
-        return {};
-      },
-      "a UDP socket");
-  ::close(nsfd);
-  REQUIRE(st.ok());
-  return out;
-}
+int udp_in(const std::string& ns, const char* addr, uint16_t port) { return lanes::test::udp_socket_in(ns, addr, port); }
 
 struct Probe {
   uint64_t seq;

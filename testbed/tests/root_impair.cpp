@@ -31,51 +31,11 @@ using lanes::test::run_command;
 
 namespace {
 
-// two namespaces joined by va (198.18.202.0) and vb (198.18.202.1), removed however the test ends
-struct VethPair {
-  std::string a = "limp-" + std::to_string(::getpid()) + "-a", b = "limp-" + std::to_string(::getpid()) + "-b";
-  VethPair() {
-    for (const auto& c : {"ip netns add " + a, "ip netns add " + b,
-                          "ip -n " + a + " link add va type veth peer name vb netns " + b,
-                          "ip -n " + a + " addr add 198.18.202.0/31 dev va", "ip -n " + b + " addr add 198.18.202.1/31 dev vb",
-                          // nothing on the link but the test's datagrams: no IPv6 (its
-                          // multicast listener reports), no ARP (permanent neighbours)
-                          "ip netns exec " + a + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
-                          "ip netns exec " + b + " sysctl -qw net.ipv6.conf.all.disable_ipv6=1",
-                          "ip -n " + a + " neigh add 198.18.202.1 lladdr 02:00:00:00:02:02 dev va nud permanent",
-                          "ip -n " + b + " link set vb address 02:00:00:00:02:02",
-                          "ip -n " + a + " link set va up", "ip -n " + b + " link set vb up"})
-      if (run_command(c).status != 0) throw std::runtime_error("failed: " + c);
-  }
-  ~VethPair() {
-    (void)run_command("ip netns del " + a);
-    (void)run_command("ip netns del " + b);
-  }
-  static int fd(const std::string& ns) { return ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC); }
+// two namespaces joined by va (198.18.202.0) and vb (198.18.202.1)
+struct VethPair : lanes::test::NsPair {
+  VethPair() : NsPair("limp", 202, "va", "vb") {}
 };
-
-// a UDP socket made inside namespace NS (it stays there), bound to ADDR:PORT
-int udp_socket_in(const std::string& ns, const char* addr, uint16_t port) {
-  int nsfd = VethPair::fd(ns);
-  int out = -1;
-  auto st = run_in_netns(
-      nsfd,
-      [&]() -> Status {
-        out = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        int big = 64 << 20;
-        ::setsockopt(out, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_port = htons(port);
-        ::inet_pton(AF_INET, addr, &sa.sin_addr);
-        if (::bind(out, reinterpret_cast<sockaddr*>(&sa), sizeof sa)) return errno_error("bind");
-        return {};
-      },
-      "a UDP socket");
-  ::close(nsfd);
-  REQUIRE(st.ok());
-  return out;
-}
+using lanes::test::udp_socket_in;
 
 struct Count {
   uint64_t sent = 0, received = 0;
