@@ -16,6 +16,7 @@ using testbed::EventLoop;
 
 std::atomic<bool> g_stop{false};
 std::string g_congestion;
+uint64_t g_window = 0;
 bool g_mptcp = false;
 
 int stream_protocol() { return g_mptcp ? IPPROTO_MPTCP : 0; }
@@ -53,7 +54,15 @@ bool make_addr(const std::string& a, int port, sockaddr_storage& ss, socklen_t& 
   return inet_pton(AF_INET, a.c_str(), &s4->sin_addr) == 1;
 }
 
-bool set_congestion(int fd, std::string& why) {
+bool tune_stream(int fd, std::string& why) {
+  if (g_window) {
+    int w = static_cast<int>(std::min<uint64_t>(g_window, INT32_MAX / 2));
+    for (int opt : {SO_SNDBUF, SO_RCVBUF})
+      if (::setsockopt(fd, SOL_SOCKET, opt, &w, sizeof w) != 0) {
+        why = std::string("--window: ") + std::strerror(errno);
+        return false;
+      }
+  }
   if (g_congestion.empty()) return true;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, g_congestion.data(), static_cast<socklen_t>(g_congestion.size())) ==
       0)
@@ -74,7 +83,7 @@ int open_to(const sockaddr_storage& dst, socklen_t dlen, int type, const std::op
     why = std::string("socket: ") + std::strerror(errno);
     return -1;
   }
-  if (type == SOCK_STREAM && !set_congestion(fd, why)) {
+  if (type == SOCK_STREAM && !tune_stream(fd, why)) {
     ::close(fd);
     return -1;
   }
@@ -117,7 +126,7 @@ int listen_tcp(int port) {
   ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   ::setsockopt(ls, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
   // what it accepts inherits it: the answers a server sends
-  if (std::string why; !set_congestion(ls, why)) {
+  if (std::string why; !tune_stream(ls, why)) {
     std::cerr << "lanes-traffic: " << why << "\n";
     ::close(ls);
     return -1;

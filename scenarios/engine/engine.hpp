@@ -31,8 +31,13 @@ bool wait_for_go(bool wait_go);
 // machine's default (lanes run passes the scenario's tcp-congestion). Empty:
 // the namespace's default.
 extern std::string g_congestion;
-// Sets g_congestion on FD; false and WHY when the kernel refuses it.
-bool set_congestion(int fd, std::string& why);
+// --window BYTES (any mode): each TCP socket's send and receive buffer
+// (SO_SNDBUF, SO_RCVBUF; the kernel keeps twice it, for its overhead), so a
+// flow's window, and with it what one flow carries over a long round
+// trip, is bounded as a scenario says. 0: the kernel's autotuning.
+extern uint64_t g_window;
+// Sets g_congestion and g_window on FD; false and WHY when the kernel refuses.
+bool tune_stream(int fd, std::string& why);
 
 // --mptcp (any mode): every TCP socket this process opens is an MPTCP
 // socket (IPPROTO_MPTCP). Its namespace's path manager makes the subflows:

@@ -480,6 +480,9 @@ class Sender {
       socklen_t cl = sizeof cc;
       if (f.fd < 0) continue;
       if (::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) result.congestion.assign(cc, strnlen(cc, cl));
+      int buf = 0;
+      socklen_t bl = sizeof buf;
+      if (g_window && ::getsockopt(f.fd, SOL_SOCKET, SO_SNDBUF, &buf, &bl) == 0 && buf > 0) result.socket_buffer = static_cast<uint64_t>(buf);
       break;
     }
     for (auto& f : flows_) {
@@ -1016,6 +1019,7 @@ template <class A> int run_mode(std::span<const std::string> words, int (*mode_m
     return 2;
   }
   g_congestion = a->congestion;
+  g_window = a->window.value_or(0);
   g_mptcp = a->mptcp;
   return mode_main(*a);
 }
@@ -1065,6 +1069,8 @@ int main(int argc, char** argv) {
                "--mesh-port M] (every rank's address and the port of its direct connections: all-to-all, gather, "
                "scatter, sends)\n"
                "every mode: [--congestion NAME] sets the TCP congestion control of its TCP sockets;\n"
-               "            [--mptcp] makes them MPTCP sockets (the namespace's endpoints make the subflows)\n";
+               "            [--mptcp] makes them MPTCP sockets (the namespace's endpoints make the subflows);\n"
+               "            [--window BYTES] sets their send and receive buffers (the kernel keeps twice it): a flow's "
+               "window\n";
   return mode == "--help" || mode == "-h" ? 0 : 2;
 }

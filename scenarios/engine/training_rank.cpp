@@ -259,7 +259,7 @@ int store_connect(const sockaddr_storage& dst, socklen_t len, double timeout_s, 
     why = std::string("socket: ") + std::strerror(errno);
     return -1;
   }
-  if (!set_congestion(fd, why)) {
+  if (!tune_stream(fd, why)) {
     ::close(fd);
     return -1;
   }

@@ -502,6 +502,11 @@ class Loader {
         if (!testbed::parse_delay(s, why)) return bad(why);
         return true;
       }
+      case Kind::rate: {
+        uint64_t bps = 0;
+        if (!testbed::parse_rate(s, bps) || bps == 0) return bad("expected a rate like 100mbit or 1gbit");
+        return true;
+      }
       case Kind::choice:
         if (("|" + std::string(a.choices) + "|").find("|" + s + "|") == std::string::npos)
           return bad(fmt::format("expected one of {}", a.choices));
@@ -642,6 +647,16 @@ uint64_t Step::bytes(const std::string& k, uint64_t def) const {
   uint64_t b = def;
   if (has(k)) parse_size(str(k), b);
   return b;
+}
+uint64_t Step::rate_bps(const std::string& k, uint64_t def) const {
+  uint64_t b = def;
+  if (has(k)) testbed::parse_rate(str(k), b);
+  return b;
+}
+int64_t Step::delay_us(const std::string& k, int64_t def) const {
+  std::string why;
+  auto d = has(k) ? testbed::parse_delay(str(k), why) : std::nullopt;
+  return d ? static_cast<int64_t>(*d) : def;
 }
 std::chrono::milliseconds Step::duration(const std::string& k, std::chrono::milliseconds def) const {
   auto d = def;

@@ -476,6 +476,35 @@ TEST_CASE("assertions compare measured figures with their bounds", "[unit]") {
   CHECK(a.measured == "nothing");
 }
 
+TEST_CASE("physics: no transfer beats its bytes at the path's rate plus a round trip, no flow its buffer per round trip", "[unit]") {
+  auto r = two_phases(0.48, 1.90, {25.1, 24.9, 26.0, 24.0});
+  auto& w = r.phases[1].workloads[0].figures;
+  w["bytes"] = 40'000'000;  // 40 MB
+  auto floor = assertion("transfer-floor", {{"workload", "save"}, {"phase", "four"}, {"rate", "100mbit"}, {"rtt", "40ms"}});
+  w["seconds"] = 3.0;  // under 3.2 s + 40 ms: a measurement that lies
+  auto a = evaluate(floor, r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.expected == "≥ 3.240 s (40 MB at 100 Mbit/s + 40 ms round trip)");
+  w["seconds"] = 3.2;
+  CHECK_FALSE(evaluate(floor, r, "").passed);
+  w["seconds"] = 3.25;
+  CHECK(evaluate(floor, r, "").passed);
+  w["seconds"] = 3.239;
+  CHECK_FALSE(evaluate(floor, r, "").passed);
+
+  auto ceiling = assertion("window-ceiling", {{"workload", "save"}, {"phase", "four"}, {"rtt", "40ms"}});
+  a = evaluate(ceiling, r, "");  // no window= on the workload: no buffer to bound it by
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "nothing");
+  w["socket_buffer_bytes"] = 262144;  // 256 KiB per 40 ms: 52.4 Mbit/s
+  w["flow_records"] = nlohmann::json::array({{{"bytes", 20'000'000}, {"seconds", 4.0}}, {{"bytes", 1000}, {"seconds", 0.0}}});
+  a = evaluate(ceiling, r, "");
+  CHECK(a.passed);  // 40 Mbit/s
+  CHECK(a.measured == "fastest flow 40.0 Mbit/s");
+  w["flow_records"].push_back({{"bytes", 20'000'000}, {"seconds", 2.0}});  // 80 Mbit/s: more than a window a round trip
+  CHECK_FALSE(evaluate(ceiling, r, "").passed);
+}
+
 TEST_CASE("a throughput ratio against a baseline that did not fill its line fails, with the cause", "[unit]") {
   auto r = two_phases(0.48, 1.90, {25.1, 24.9, 26.0, 24.0});
   auto ratio = assertion("throughput-ratio", {{"workload", "save"}, {"phase", "four"}, {"baseline", "one"}, {"min", "3.8"}});

@@ -58,6 +58,12 @@ TEST_CASE("every lanes-traffic mode's flags read back as they were written", "[u
   CHECK(s.bytes == traffic::SendArgs{}.bytes);  // a default stays the default
   CHECK_FALSE(s.mptcp);
   CHECK_FALSE(s.listen);
+  CHECK_FALSE(s.window);  // the kernel's autotuning unless told
+
+  // a window: each end's socket buffers (a long round trip's bound)
+  traffic::RecvArgs windowed;
+  windowed.window = 256 * 1024;
+  CHECK(round_trip(windowed).window == windowed.window);
 
   // MPTCP's restore: the sender listens, the receiver opens the flows
   traffic::SendArgs listening;

@@ -241,7 +241,8 @@ TEST_CASE("workload, fault and result-assertion plug-ins: every type registered 
   }
   CHECK(types == std::set<std::string>{"throughput-ratio", "completion-ratio", "latency-ratio", "busbw-ratio", "nic-share",
                                        "connection-errors",
-                                       "bytes-verified", "blackout", "latency", "completion-time", "figure"});
+                                       "bytes-verified", "blackout", "latency", "completion-time", "figure",
+                                       "transfer-floor", "window-ceiling"});
 }
 
 TEST_CASE("lanes-traffic results: written and read back through one struct, anything else is no result", "[unit]") {
@@ -501,6 +502,27 @@ TEST_CASE("dataload figures: latency that grows through the run has a slope and 
   auto flat = dataload_figures(r, 8);
   CHECK(flat["p99_slope_ms_per_s"] == Approx(0.0).margin(1e-9));
   CHECK(flat["connection_errors"] == 1);
+}
+
+TEST_CASE("dataload figures: one second's stall moves the final p99, not a typical second's", "[unit]") {
+  // 100 requests a second for 8 s at 2 ms; in second 7 they take 40 ms
+  traffic::FetchResult r;
+  r.connections = 1;
+  r.completed = 1;
+  r.all_verified = true;
+  for (int s = 0; s < 8; ++s)
+    for (int i = 0; i < 100; ++i) {
+      r.issue_s.push_back(s + i / 100.0);
+      r.latency_samples_ms.push_back(s == 7 ? 40.0 : 2.0);
+    }
+  r.requests = r.issued = r.issue_s.size();
+  auto f = dataload_figures(r, 8);
+  CHECK(f["p99_final_ms"] == Approx(40.0));
+  CHECK(f["p99_typical_ms"] == Approx(2.0));
+  // an even count of seconds: the middle two's mean
+  r.latency_samples_ms.assign(r.issue_s.size(), 2.0);
+  for (size_t i = 400; i < 800; ++i) r.latency_samples_ms[i] = 4.0;
+  CHECK(dataload_figures(r, 8)["p99_typical_ms"] == Approx(3.0));
 }
 
 TEST_CASE("a workload's NIC figures come from its hosts' series, by host, NIC and direction", "[unit]") {

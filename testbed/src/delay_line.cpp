@@ -176,6 +176,7 @@ struct DelayLine::Link {
   std::unique_ptr<DelaySchedule> schedule;
   ReleaseQueue<Packet> queue;
   uint64_t next_seq = 0, highest_sent = 0, queued_bytes = 0;
+  int64_t last_arrival_ns = 0;
   bool sent_any = false;
   std::vector<double> held, late;  // rings of kSamples
   mutable uint64_t tap_drops = 0;
@@ -349,16 +350,14 @@ void DelayLine::on_packets(Link& l) {
       ++l.st.rx_errors;  // (the packet is gone: a GSO type the virtio-net header cannot say)
       continue;
     }
-    int64_t t = now_ns();
+    int64_t read = now_ns(), stamped = -1;
     for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
         timespec ts{};
         std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-        int64_t stamped = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + mono_minus_real;
-        // taken only when it is a moment before the read: a packet may carry
-        // a stamp of another clock (TCP's departure time is monotonic)
-        if (stamped <= t && t - stamped < 5'000'000) t = stamped;
+        stamped = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + mono_minus_real;
       }
+    int64_t t = DelaySchedule::arrival_ns(stamped, read, l.last_arrival_ns);
     if (static_cast<size_t>(got) > buf.size()) {  // larger than a GSO packet can be: not one of the device's
       log::warn("delay line {}: a {}-byte packet on the tap, dropped", l.st.where, got);
       continue;
@@ -371,6 +370,7 @@ void DelayLine::on_packets(Link& l) {
     p.bytes.assign(buf.begin(), buf.begin() + got);
     l.queued_bytes += static_cast<uint64_t>(got);
     p.arrival_ns = t;
+    l.last_arrival_ns = t;
     p.release_ns = l.schedule->release_ns(t);
     p.seq = l.next_seq++;
     l.queue.push(p.release_ns, std::move(p));

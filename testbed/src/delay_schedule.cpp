@@ -25,6 +25,12 @@ int64_t DelaySchedule::table_draw(int64_t mu, int64_t sigma, uint32_t rnd, const
   return x / kDistScale + (sigma / kDistScale) * t + mu;
 }
 
+int64_t DelaySchedule::arrival_ns(int64_t stamped, int64_t read_ns, int64_t previous_ns) {
+  // (a packet may carry a stamp of another clock: TCP's departure time is monotonic)
+  int64_t t = stamped >= 0 && stamped <= read_ns && read_ns - stamped < 5'000'000 ? stamped : read_ns;
+  return std::max(t, previous_ns);
+}
+
 int64_t DelaySchedule::release_ns(int64_t arrival_ns) {
   if (reorder_ppm_ && std::uniform_int_distribution<uint32_t>(0, 999'999)(rng_) < reorder_ppm_) return arrival_ns;
   uint32_t rnd = static_cast<uint32_t>(rng_());

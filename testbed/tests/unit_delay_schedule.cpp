@@ -135,3 +135,20 @@ TEST_CASE("delay line schedule: the same seed gives the same times, another seed
   CHECK(same == 1000);
   CHECK(differ > 900);
 }
+
+TEST_CASE("delay line schedule: an arrival is the kernel's stamp when recent, never ahead of the packet before it", "[unit]") {
+  const int64_t ms = 1'000'000;
+  CHECK(DelaySchedule::arrival_ns(-1, 10 * ms, 0) == 10 * ms);              // no stamp: the read
+  CHECK(DelaySchedule::arrival_ns(9 * ms, 10 * ms, 0) == 9 * ms);           // a moment before: the stamp
+  CHECK(DelaySchedule::arrival_ns(4 * ms, 10 * ms, 0) == 10 * ms);          // 6 ms old: another clock's, the read
+  CHECK(DelaySchedule::arrival_ns(11 * ms, 10 * ms, 0) == 10 * ms);         // after the read: the read
+  // the first packet's stamp refused (the loop read it late), the next one's
+  // taken: the next would go first; it arrives with the one before instead
+  int64_t first = DelaySchedule::arrival_ns(2 * ms, 8 * ms, 0);
+  int64_t second = DelaySchedule::arrival_ns(7'900'000, 8'000'100, first);
+  CHECK(first == 8 * ms);
+  CHECK(second == first);
+  // with a fixed delay, release times in arrival order
+  DelaySchedule s(delay(2000), {}, 1);
+  CHECK(s.release_ns(first) <= s.release_ns(second));
+}

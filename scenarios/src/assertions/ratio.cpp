@@ -21,7 +21,9 @@ const char* Ratio::type() const {
 
 const Attrs& Ratio::attrs() const {
   static const Attrs a = {{"workload", Kind::workload, true}, {"phase", Kind::phase}, {"baseline", Kind::phase, true},
-                          {"min", Kind::number},              {"max", Kind::number}};
+                          {"min", Kind::number},              {"max", Kind::number},
+                          // latency-ratio only: the p99 compared (the last quarter's, or a typical second's)
+                          {"figure", Kind::choice, false, "p99_final_ms|p99_typical_ms"}};
   return a;
 }
 
@@ -56,6 +58,8 @@ void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
   const reports::WorkloadResult* w = ctx.workload();
   out.name += " " + out.phase + " vs " + a.str("baseline");
   if (!ctx.phase || !w || !bw) return nothing_measured(out, "the workload did not run in both phases");
+  if (of_ != Of::latency && a.has("figure"))
+    return nothing_measured(out, "figure= is latency-ratio's (the p99 it compares); this ratio has its own figure");
   auto fig = ResultContext::figure;
   double ratio;
   if (of_ == Of::throughput) {
@@ -74,9 +78,11 @@ void Ratio::check(const ResultContext& ctx, reports::Assertion& out) const {
     ratio = b > 0 ? fig(*w, "busbw_gbps") / b : 0;
     out.message = fmt::format("busbw {:.3f} Gbit/s against {:.3f} Gbit/s", fig(*w, "busbw_gbps"), b);
   } else if (of_ == Of::latency) {
-    double here = fig(*w, "p99_final_ms");
-    ratio = here > 0 ? fig(*bw, "p99_final_ms") / here : 0;
-    out.message = fmt::format("final p99 {:.0f} ms against {:.0f} ms", here, fig(*bw, "p99_final_ms"));
+    std::string key = a.str("figure", "p99_final_ms");
+    double here = fig(*w, key.c_str());
+    ratio = here > 0 ? fig(*bw, key.c_str()) / here : 0;
+    out.message = fmt::format("{} p99 {:.1f} ms against {:.1f} ms", key == "p99_final_ms" ? "final" : "typical second's",
+                              here, fig(*bw, key.c_str()));
   } else {
     double t = fig(*w, "seconds");
     ratio = t > 0 ? fig(*bw, "seconds") / t : 0;

@@ -35,9 +35,12 @@ const std::vector<const ResultAssertion*>& result_assertions() {
   static const Latency latency;
   static const CompletionTime time;
   static const FigureBound figure;
+  static const TransferFloor floor;
+  static const WindowCeiling ceiling;
   static const std::vector<const ResultAssertion*> all = {&throughput, &completion, &latency_ratio, &busbw_ratio,
                                                           &share,      &errors,     &verified,      &blackout,
-                                                          &latency,    &time,       &figure};
+                                                          &latency,    &time,       &figure,        &floor,
+                                                          &ceiling};
   return all;
 }
 

@@ -37,6 +37,8 @@ LANES_RESULT_ASSERTION(Blackout)          // a probe's longest gap within min=/m
 LANES_RESULT_ASSERTION(Latency)           // a fetch workload's p99 ≤ p99-max=
 LANES_RESULT_ASSERTION(CompletionTime)    // a workload ended within max=
 LANES_RESULT_ASSERTION(FigureBound)       // a workload's figure= within min=/max=
+LANES_RESULT_ASSERTION(TransferFloor)     // a transfer took at least its bytes at rate= plus rtt=
+LANES_RESULT_ASSERTION(WindowCeiling)     // no flow of a transfer beat its socket buffer per rtt=
 
 #undef LANES_RESULT_ASSERTION
 

@@ -14,7 +14,8 @@ const char* Checkpoint::type() const { return save_ ? "checkpoint-save" : "check
 const Attrs& Checkpoint::attrs() const {
   static const Attrs a = {{"host", Kind::host},          {"rack", Kind::rack},      {"server", Kind::server, true},
                           {"bytes", Kind::size, true},   {"flows", Kind::count},    {"wait", Kind::boolean},
-                          {"timeout", Kind::duration},   {"repeat", Kind::integer}, kFamilyAttr};
+                          {"timeout", Kind::duration},   {"repeat", Kind::integer}, {"window", Kind::size},
+                          kFamilyAttr};
   return a;
 }
 
@@ -128,6 +129,7 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
       recv.port = port(i);
       recv.flows = flows;
       recv.seed = ctx.seed();
+      if (st.has("window")) recv.window = st.bytes("window");
       if (!save_ && job_connects(save_, node(i))) recv.from = ctx.server_addr(server, v6_of(i));
       w.servers.push_back(ctx.start_traffic("recv", receiver_ns(i), recv, file("recv", i)));
     }
@@ -154,6 +156,7 @@ void Checkpoint::start(WorkloadRun& w, StepContext& ctx) const {
       send.total = st.bytes("bytes");
       send.seed = ctx.seed();
       send.wait_go = true;
+      if (st.has("window")) send.window = st.bytes("window");
       w.clients.push_back(ctx.start_traffic("send", sender_ns(i), send, file("send", i), true));
     }
   };
@@ -249,6 +252,7 @@ json transfer_figures(const std::optional<traffic::SendResult>& s, const std::op
   f["sender_gbps"] = s && s->steady_gbps > 0 ? s->steady_gbps : (s ? s->gbps : 0.0);
   f["throughput_gbps"] = f["sender_gbps"];  // until the NIC counters give the wire rate
   f["retransmits"] = retrans;
+  if (s && s->socket_buffer) f["socket_buffer_bytes"] = s->socket_buffer;  // (window= set)
   // per flow: bytes, time, retransmits, bytes per 100 ms, and where the
   // host's BPF datapath placed it (bpf egress modes)
   std::vector<int> per_nic(nics, 0);

@@ -39,6 +39,9 @@ struct LatencyTrend {
   double slope_ms_per_s = 0;      // least-squares slope of p99_per_s over the seconds that had requests
   double p99_first_ms = 0;        // p99 of the requests issued in the first quarter of the run
   double p99_final_ms = 0;        // and in the last quarter
+  // the median of p99_per_s over the seconds that had requests: a typical
+  // second's p99, which one second's stall of a busy machine does not move
+  double p99_typical_ms = 0;
 };
 
 inline double p99_of(std::vector<double> v) {
@@ -74,6 +77,14 @@ inline LatencyTrend latency_trend(const std::vector<double>& issue_s, const std:
   if (n >= 2 && n * sxx - sx * sx != 0) t.slope_ms_per_s = (n * sxy - sx * sy) / (n * sxx - sx * sx);
   t.p99_first_ms = p99_of(q1);
   t.p99_final_ms = p99_of(q4);
+  std::vector<double> seconds;
+  for (size_t k = 0; k < secs; ++k)
+    if (!per[k].empty()) seconds.push_back(t.p99_per_s[k]);
+  if (!seconds.empty()) {
+    std::sort(seconds.begin(), seconds.end());
+    size_t m = seconds.size() / 2;
+    t.p99_typical_ms = seconds.size() % 2 ? seconds[m] : (seconds[m - 1] + seconds[m]) / 2;
+  }
   return t;
 }
 

@@ -55,6 +55,8 @@ struct Step {
   int integer(const std::string& k, int def = 0) const;
   uint64_t bytes(const std::string& k, uint64_t def = 0) const;  // "600M", "64K", "1G", plain
   std::chrono::milliseconds duration(const std::string& k, std::chrono::milliseconds def = {}) const;
+  uint64_t rate_bps(const std::string& k, uint64_t def = 0) const;  // "100mbit", "1gbit"
+  int64_t delay_us(const std::string& k, int64_t def = 0) const;    // "20ms", "250us"
   bool flag(const std::string& k, bool def) const;
   std::string describe() const;  // "workload restore (checkpoint-restore)"
 };

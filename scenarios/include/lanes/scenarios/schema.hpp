@@ -14,6 +14,7 @@ enum class Kind {
   rack, choice, phase, workload, mark, timeref,
   percent,  // a probability: 1%, 0.05% (0 < p <= 100)
   delay,    // a link's delay or jitter: 5ms, 250us, 0.5ms (impair.hpp)
+  rate,     // a line rate as a topology writes it: 100mbit, 1gbit
   file      // a path, relative to the scenario's file: the step holds it resolved
 };
 

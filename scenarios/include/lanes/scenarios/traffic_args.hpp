@@ -23,6 +23,7 @@ namespace lanes::scenarios::traffic {
 struct CommonArgs {
   std::string congestion;  // TCP congestion control of its TCP sockets; empty: the namespace's default
   bool mptcp = false;  // its TCP sockets are MPTCP sockets (IPPROTO_MPTCP)
+  std::optional<uint64_t> window;  // SO_SNDBUF and SO_RCVBUF of its TCP sockets; absent: the kernel's autotuning
 };
 
 // recv: counts and verifies the flows of send
@@ -330,6 +331,7 @@ template <class A> std::vector<std::string> to_argv(const A& args) {
   copy.fields([&](std::string_view flag, const auto& member) { detail::put(out, flag, member); });
   if (!args.congestion.empty()) detail::put(out, "--congestion", args.congestion);
   if (args.mptcp) out.push_back("--mptcp");
+  detail::put(out, "--window", args.window);
   return out;
 }
 
@@ -358,6 +360,7 @@ template <class A> std::optional<A> parse(std::span<const std::string> words, st
     };
     one("--congestion", a.congestion);
     one("--mptcp", a.mptcp);
+    one("--window", a.window);
     a.fields(one);
     if (!known) {
       error = flag + ": not a flag of " + std::string(A::kMode);

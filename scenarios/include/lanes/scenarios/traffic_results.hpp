@@ -43,6 +43,7 @@ struct SendResult {
   int interval_ms = 100;
   std::string to;  // the address it sent to
   std::string congestion;  // the TCP congestion control its flows ran
+  uint64_t socket_buffer = 0;  // a flow's send buffer as the kernel keeps it (SO_SNDBUF; with --window, twice it)
 };
 
 // recv: what arrived and was verified, per flow
@@ -176,7 +177,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Subflow, local, remote, local_po
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendFlow, flow, local_port, bytes, retransmits, error, seconds,
                                                 per_interval, subflows)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SendResult, role, flows, bytes, steady_gbps, interval_bytes, seconds,
-                                                gbps, connection_errors, interval_ms, to, congestion)
+                                                gbps, connection_errors, interval_ms, to, congestion,
+                                                socket_buffer)
 void to_json(nlohmann::json& j, const RecvFlow& x);  // first_bad_offset only when there is one
 void from_json(const nlohmann::json& j, RecvFlow& x);
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RecvResult, role, flows, verified_bytes, all_complete)

@@ -32,6 +32,12 @@ class DelaySchedule {
   int64_t release_ns(int64_t arrival_ns);
   // netem's tabledist: MU ± SIGMA by TABLE's entry for RND (uniform without one)
   static int64_t table_draw(int64_t mu, int64_t sigma, uint32_t rnd, const std::vector<int16_t>& table);
+  // When a packet read at READ_NS arrived: the kernel's STAMPED time (-1:
+  // none) when it is a moment (under 5 ms) before the read, else the read;
+  // never before the packet read ahead of it (PREVIOUS_NS), since a socket
+  // hands packets over in the order they came: a stamp refused for one
+  // packet and taken for the next must not put the next ahead of it.
+  static int64_t arrival_ns(int64_t stamped, int64_t read_ns, int64_t previous_ns);
 
  private:
   int64_t delay_ns_, jitter_ns_;
