@@ -471,6 +471,29 @@ void phases_side_by_side(std::ostringstream& o, const PhaseTable& t) {
   o << "</table>";
 }
 
+// Each delayed link end, configured against measured (result.hpp's DelayRow)
+void delays(std::ostringstream& o, const std::vector<DelayRow>& rows) {
+  if (rows.empty()) return;
+  auto ms = [](double us) { return us < 0 ? std::string("—") : fmt::format("{:.3f}", us / 1000); };
+  o << "<h3>Delay, configured and measured</h3><p class=\"muted\">each delayed link end: the delay (± jitter) "
+       "configured, and how long its packets were held (ms); percentiles where the delay line ended before the "
+       "report (a fault's, at its clear), min, mean and max as it went (a topology link's)</p>"
+       "<table><tr><th>phase</th><th>what</th><th>where</th><th>engine</th><th>configured</th><th>packets</th>"
+       "<th>min</th><th>mean</th><th>p50</th><th>p99</th><th>max</th><th>dropped</th></tr>";
+  for (const auto& r : rows) {
+    std::string conf = ms(r.delay_us) + (r.jitter_us > 0 ? " ± " + ms(r.jitter_us) : std::string());
+    o << fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>", esc(r.phase),
+                     esc(r.what), esc(r.where), esc(r.engine), conf, r.packets);
+    if (!r.error.empty()) {
+      o << "<td colspan=\"6\" class=\"fail\">" << esc(r.error) << "</td></tr>";
+      continue;
+    }
+    o << fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", ms(r.held_min_us),
+                     ms(r.held_mean_us), ms(r.held_p50_us), ms(r.held_p99_us), ms(r.held_max_us), r.drops);
+  }
+  o << "</table>";
+}
+
 void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
   o << fmt::format(R"(<section id="s{}"><h2>{} <span class="badge {}">{}</span></h2><p class="muted">{} — {} · {:.1f} s</p>)",
                    idx, esc(s.name), s.passed ? "pass" : s.not_run.empty() ? "fail" : "muted",
@@ -495,6 +518,7 @@ void scenario_section(std::ostringstream& o, const ScenarioResult& s, int idx) {
     }
   o << "</table>";
   phases_side_by_side(o, phase_table(s));
+  delays(o, delay_table(s));
   // per-NIC throughput per phase and host
   o << "<h3>Throughput per NIC</h3><div class=\"charts\">";
   for (const auto& p : s.phases) {

@@ -1,5 +1,7 @@
 #include "lanes/reports/result.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include <filesystem>
@@ -41,8 +43,10 @@ void to_json(json& j, const RunResult& r) {
            {"passed", r.passed()},
            {"assertions", {{"total", r.assertions_total()}, {"failed", r.assertions_failed()}}},
            {"scenarios", r.scenarios}};
-  for (size_t i = 0; i < r.scenarios.size(); ++i)
+  for (size_t i = 0; i < r.scenarios.size(); ++i) {
     if (auto t = phase_table(r.scenarios[i]); !t.empty()) j["scenarios"][i]["by_phase"] = t;
+    if (auto d = delay_table(r.scenarios[i]); !d.empty()) j["scenarios"][i]["delays"] = d;
+  }
 }
 
 PhaseTable phase_table(const ScenarioResult& s) {
@@ -112,6 +116,69 @@ void to_json(json& j, const PhaseTable& t) {
     }
     j["rows"].push_back({{"phase", r.phase}, {"egress", r.egress}, {"workloads", cells}});
   }
+}
+
+namespace {
+// a delay line's figures (lanes-delay's state, as the topology's lines and
+// the impair faults record them) into ROW
+DelayRow delay_row(const std::string& phase, const std::string& what, const json& d) {
+  DelayRow r;
+  r.phase = phase;
+  r.what = what;
+  r.where = d.value("where", std::string());
+  r.engine = d.value("engine", std::string("lanes-delay"));
+  r.error = d.value("error", std::string());
+  r.delay_us = d.value("configured_delay_us", 0.0);
+  r.jitter_us = d.value("configured_jitter_us", 0.0);
+  r.packets = d.value("packets", uint64_t{0});
+  r.drops = d.value("tap_drops", uint64_t{0}) + d.value("queue_drops", uint64_t{0});
+  auto fig = [&](const char* k, double& out) {
+    // a figure of a line that held nothing, or not computed yet (0), is not measured
+    if (r.packets && d.contains(k) && d[k].is_number() && d[k].get<double>() > 0) out = d[k].get<double>();
+  };
+  fig("held_min_us", r.held_min_us);
+  fig("held_mean_us", r.held_mean_us);
+  fig("held_p50_us", r.held_p50_us);
+  fig("held_p99_us", r.held_p99_us);
+  fig("held_max_us", r.held_max_us);
+  return r;
+}
+}  // namespace
+
+std::vector<DelayRow> delay_table(const ScenarioResult& s) {
+  std::vector<DelayRow> out;
+  for (const auto& p : s.phases) {
+    if (!p.config.is_object()) continue;
+    if (auto it = p.config.find("delay_lines"); it != p.config.end() && it->is_array())
+      for (const auto& d : *it) out.push_back(delay_row(p.name, "link " + d.value("link", std::string()), d));
+    for (const auto& [k, v] : p.config.items()) {
+      if (k.rfind("fault_", 0) != 0 || !v.is_object() || !v.contains("impairment")) continue;
+      for (const char* side : {"tx", "rx"}) {
+        const json& imp = v["impairment"];
+        if (!imp.contains(side) || !imp[side].is_object() || !imp[side].contains("delay")) continue;
+        out.push_back(delay_row(p.name, fmt::format("fault {} ({})", k.substr(6), side), imp[side]["delay"]));
+      }
+    }
+  }
+  return out;
+}
+
+void to_json(json& j, const DelayRow& r) {
+  auto num = [](double v) { return v < 0 ? json(nullptr) : json(v); };
+  j = json{{"phase", r.phase},
+           {"what", r.what},
+           {"where", r.where},
+           {"engine", r.engine},
+           {"configured_delay_us", r.delay_us},
+           {"configured_jitter_us", r.jitter_us},
+           {"packets", r.packets},
+           {"held_min_us", num(r.held_min_us)},
+           {"held_mean_us", num(r.held_mean_us)},
+           {"held_p50_us", num(r.held_p50_us)},
+           {"held_p99_us", num(r.held_p99_us)},
+           {"held_max_us", num(r.held_max_us)},
+           {"drops", r.drops}};
+  if (!r.error.empty()) j["error"] = r.error;
 }
 
 void from_json(const json& j, RunResult& r) {

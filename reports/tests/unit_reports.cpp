@@ -501,3 +501,54 @@ TEST_CASE("phases side by side: each workload in two phases or more against the 
   CHECK(count(table, "class=\"fail\">✗") == 1);
   CHECK(count(table, "no rate") == 2);
 }
+
+TEST_CASE("delays: every delayed link end, configured against measured, in results.json and the report", "[unit]") {
+  ScenarioResult s;
+  s.name = "scale-across";
+  PhaseResult p;
+  p.name = "replicate";
+  // a topology link's two ends (its delay lines still running: no percentiles), one not readable
+  p.config["delay_lines"] = nlohmann::json::array(
+      {{{"link", "east-spine1 west-spine1"}, {"where", "east-spine1:eth2"}, {"engine", "lanes-delay"},
+        {"configured_delay_us", 20000}, {"configured_jitter_us", 0}, {"packets", 5000}, {"held_min_us", 20004.0},
+        {"held_mean_us", 20031.0}, {"held_max_us", 20410.0}, {"held_p50_us", 0.0}, {"tap_drops", 1}, {"queue_drops", 2}},
+       {{"link", "east-spine1 west-spine1"}, {"where", "west-spine1:eth2"}, {"error", "unreadable: x.json"}}});
+  // an impair fault set and cleared: both sides, with percentiles
+  p.config["fault_far"] = {{"impairment",
+                            {{"tx", {{"packets", 10}, {"delay", {{"where", "h1:eth3"}, {"configured_delay_us", 1000},
+                                                                 {"configured_jitter_us", 100}, {"packets", 10},
+                                                                 {"held_p50_us", 1040.0}, {"held_p99_us", 1190.0}}}}},
+                             {"rx", {{"packets", 10}, {"lost", 0}}}}}};  // rx: no delay line (loss only)
+  p.config["egress"] = "ecmp";
+  s.phases = {p};
+  auto rows = delay_table(s);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].what == "link east-spine1 west-spine1");
+  CHECK(rows[0].delay_us == 20000);
+  CHECK(rows[0].held_mean_us == Approx(20031.0));
+  CHECK(rows[0].held_p50_us < 0);  // 0: not computed yet, not "held nothing"
+  CHECK(rows[0].drops == 3);
+  CHECK(rows[1].error == "unreadable: x.json");
+  CHECK(rows[2].what == "fault far (tx)");
+  CHECK(rows[2].jitter_us == 100);
+  CHECK(rows[2].held_p99_us == Approx(1190.0));
+  CHECK(rows[2].held_mean_us < 0);
+  RunResult r;
+  r.scenarios = {s};
+  nlohmann::json j = r;
+  REQUIRE(j["scenarios"][0]["delays"].size() == 3);
+  CHECK(j["scenarios"][0]["delays"][0]["held_p99_us"].is_null());
+  CHECK(j["scenarios"][0]["delays"][2]["held_p99_us"] == 1190.0);
+  std::string html = html_report(r);
+  auto at = html.find("Delay, configured and measured");
+  REQUIRE(at != std::string::npos);
+  std::string table = html.substr(at, html.find("</table>", at) - at);
+  CHECK(table.find("20.000") != std::string::npos);    // configured, ms
+  CHECK(table.find("20.031") != std::string::npos);    // mean held
+  CHECK(table.find("1.000 ± 0.100") != std::string::npos);
+  CHECK(table.find("unreadable: x.json") != std::string::npos);
+  // a scenario without delays has no such table
+  s.phases[0].config = {{"egress", "ecmp"}};
+  r.scenarios = {s};
+  CHECK(html_report(r).find("Delay, configured and measured") == std::string::npos);
+}

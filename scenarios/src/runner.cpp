@@ -19,6 +19,7 @@
 #include "nic_sampler.hpp"
 #include "workload_runs.hpp"
 #include "lanes/testbed/cpu_load.hpp"
+#include "lanes/testbed/delay_line.hpp"
 #include "lanes/testbed/features.hpp"
 #include "lanes/testbed/impair.hpp"
 #include "lanes/testbed/interrupt.hpp"
@@ -138,6 +139,10 @@ class PhaseRun final : public StepContext {
       pr_.series = sampler_->series();
       for (auto& w : pr_.workloads) compute_share(w);
     }
+    // what the topology's delay lines measured (configured against held)
+    if (live_)
+      if (auto d = tb::delay_line_states(live_->registry().layout(live_->id()), topo_); !d.empty())
+        pr_.config["delay_lines"] = std::move(d);
     copy_logs();
     if (failure) std::rethrow_exception(failure);
   }

@@ -59,6 +59,8 @@ nlohmann::json state_of(const DelayLine& line, bool ready, bool percentiles) {
                      {"held_p50_us", s.held_p50_us},
                      {"held_p99_us", s.held_p99_us},
                      {"held_max_us", s.held_max_us},
+                     {"held_min_us", s.held_min_us},
+                     {"held_mean_us", s.held_mean_us},
                      {"late_p50_us", s.late_p50_us},
                      {"late_p99_us", s.late_p99_us},
                      {"late_max_us", s.late_max_us}});

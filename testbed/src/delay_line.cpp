@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "delay_abi.h"
 #include "delay_tap.skel.h"
@@ -166,6 +167,28 @@ Status deploy_delay_lines(DeployContext& ctx) {
   return {};
 }
 
+nlohmann::json delay_line_states(const RunLayout& layout, const Topology& t) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& l : t.links) {
+    if (!l.impair.netem()) continue;
+    for (const Endpoint* e : {&l.a, &l.b}) {
+      const std::string& node = t.nodes.at(static_cast<size_t>(e->node)).name;
+      std::string state = layout.node_dir("delay", node) + "/" + e->ifname + ".json";
+      std::ifstream in(state);
+      if (!in) continue;  // not a delay line's end (netem's, or another machine's)
+      auto j = nlohmann::json::parse(in, nullptr, false);
+      nlohmann::json x = j.is_object() && j.contains("links") && j["links"].is_array() && !j["links"].empty()
+                             ? j["links"][0]
+                             : nlohmann::json{{"where", node + ":" + e->ifname}, {"error", "unreadable: " + state}};
+      x["where"] = node + ":" + e->ifname;  // (lanes-delay knows only its device)
+      x["link"] = t.nodes.at(static_cast<size_t>(l.a.node)).name + " " + t.nodes.at(static_cast<size_t>(l.b.node)).name;
+      x["engine"] = "lanes-delay";
+      out.push_back(std::move(x));
+    }
+  }
+  return out;
+}
+
 struct DelayLine::Link {
   DelayLinkStats st;
   std::string ifname;
@@ -177,6 +200,7 @@ struct DelayLine::Link {
   ReleaseQueue<Packet> queue;
   uint64_t next_seq = 0, highest_sent = 0, queued_bytes = 0;
   int64_t last_arrival_ns = 0;
+  double held_sum_us = 0;
   bool sent_any = false;
   std::vector<double> held, late;  // rings of kSamples
   mutable uint64_t tap_drops = 0;
@@ -416,6 +440,8 @@ void DelayLine::on_timer() {
         l.sample = (l.sample + 1) % kSamples;
       }
       l.st.held_max_us = std::max(l.st.held_max_us, held);
+      l.st.held_min_us = l.st.packets == 1 ? held : std::min(l.st.held_min_us, held);
+      l.held_sum_us += held;
       l.st.late_max_us = std::max(l.st.late_max_us, late);
     }
   }
@@ -446,6 +472,7 @@ std::vector<DelayLinkStats> DelayLine::stats(bool percentiles) const {
       l->tap_drops += ps.tp_drops;  // (the kernel resets them as it reports them)
     }
     s.tap_drops = l->tap_drops;
+    s.held_mean_us = s.packets ? l->held_sum_us / static_cast<double>(s.packets) : 0;
     if (percentiles) {
       s.held_p50_us = percentile(l->held, 0.5);
       s.held_p99_us = percentile(l->held, 0.99);

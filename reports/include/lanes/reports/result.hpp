@@ -147,6 +147,22 @@ struct PhaseTable {
 PhaseTable phase_table(const ScenarioResult& s);
 void to_json(nlohmann::json& j, const PhaseTable& t);
 
+// Each delayed link end of a scenario, configured against measured: the
+// topology's delay lines (a phase's config "delay_lines") and the delays
+// impair faults set and cleared (config "fault_LABEL": impairment.tx/rx.delay).
+// A figure not measured is negative (percentiles come only when the delay
+// line ended; a topology link's ends with the run).
+struct DelayRow {
+  std::string phase, what, where, engine;  // what: "link A B" or "fault LABEL (tx)"
+  double delay_us = 0, jitter_us = 0;      // configured
+  uint64_t packets = 0;
+  double held_min_us = -1, held_mean_us = -1, held_p50_us = -1, held_p99_us = -1, held_max_us = -1;
+  uint64_t drops = 0;  // the delay line's own (tap, queue; not the line's TBF)
+  std::string error;
+};
+std::vector<DelayRow> delay_table(const ScenarioResult& s);
+void to_json(nlohmann::json& j, const DelayRow& r);
+
 struct RunResult {
   std::string lanes_version, kernel, gobgpd;
   nlohmann::json features = nlohmann::json::object();

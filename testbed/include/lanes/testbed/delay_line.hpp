@@ -23,12 +23,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "lanes/testbed/event_loop.hpp"
 #include "lanes/testbed/impair.hpp"
 #include "lanes/testbed/result.hpp"
+#include "lanes/testbed/run_layout.hpp"
+#include "lanes/testbed/model.hpp"
 
 namespace lanes::testbed {
 
@@ -46,6 +49,7 @@ struct DelayLinkStats {
   uint64_t tap_drops = 0;    // the tap's socket buffer full (the delay line too slow to read)
   uint64_t queue_drops = 0;  // over the delay line's own limit (256 MiB held)
   double held_p50_us = 0, held_p99_us = 0, held_max_us = 0;
+  double held_min_us = 0, held_mean_us = 0;  // (kept as it goes: no sort, every second)
   double late_p50_us = 0, late_p99_us = 0, late_max_us = 0;
 };
 
@@ -101,5 +105,12 @@ struct DeployContext;
 // for each end of each of the topology's links with a delay (in the end's
 // namespace, first of the daemons: its state file its readiness)
 Status deploy_delay_lines(DeployContext& ctx);
+
+// What the delay lines of run LAYOUT's topology links measured so far (the
+// state files deploy_delay_lines' daemons write every second): one object
+// per link end, as lanes-delay writes it, with "link" ("a b") and "engine"
+// ("lanes-delay"); ends whose file is missing or unreadable say so in
+// "error". Empty where the run has no delay line.
+nlohmann::json delay_line_states(const RunLayout& layout, const Topology& t);
 
 }  // namespace lanes::testbed
