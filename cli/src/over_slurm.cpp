@@ -267,7 +267,6 @@ int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::
   auto here = [&](int node) { return shard.local(node); };
   auto netlink = [&](int node) -> Netlink& { return run.value().tb().netlink(node); };
   std::optional<switches::Convergence> last;
-  bool converged = false;
   // the step this shard is a task of, as the controller knows it: when the
   // controller no longer lists it (cancelled, its job ended, this machine
   // given up for lost because its slurmd is gone) the shard takes its part
@@ -295,21 +294,22 @@ int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::
                             {"after_ms",
                              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_up).count()}};
     };
-    bool changed = !last || last->task_ips_full != c.task_ips_full || last->aggregates_present != c.aggregates_present;
-    if (c.done() && !converged) {
-      converged = true;
-      say("converged", detail());
-    } else if (changed && !c.done()) {
-      say("progress", detail());
-    }
+    if (auto word = shard_word(last, c); !word.empty()) say(word, detail());
     last = c;
-    std::this_thread::sleep_for(std::chrono::milliseconds(converged ? 1000 : 250));
+    std::this_thread::sleep_for(std::chrono::milliseconds(c.done() ? 1000 : 250));
   }
   auto rep = run.value().down();
   nlohmann::json errors = rep.errors;
   if (!ended.empty()) err << "lanes shard: " << ended << ": its part taken down\n";
   say("down", {{"namespaces", rep.namespaces}, {"processes", rep.processes}, {"errors", errors}});
   return rep.errors.empty() ? kExitOk : kExitFailure;
+}
+
+std::string shard_word(const std::optional<switches::Convergence>& last, const switches::Convergence& now) {
+  if (now.done()) return !last || !last->done() ? "converged" : "";
+  bool changed = !last || last->done() || last->task_ips_full != now.task_ips_full ||
+                 last->aggregates_present != now.aggregates_present;
+  return changed ? "progress" : "";
 }
 
 // `lanes nic-counters`: the byte counters of NICs of this machine, a line

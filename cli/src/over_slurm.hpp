@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lanes/cli/cli.hpp"
+#include "lanes/switches/convergence.hpp"
 #include "lanes/testbed/slurm_run.hpp"
 
 namespace lanes::cli::commands {
@@ -34,6 +35,13 @@ void status_over_slurm(const SlurmRun& r, bool json, std::ostream& out);
 
 int cmd_nic_counters(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 int cmd_fabric_query(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// What a shard says after a convergence check (NOW; LAST: the check before,
+// none for the first): "converged" each time it becomes done — again after
+// a flap and its repair, so that a busy machine's transient loss does not
+// leave "progress" as its last word for good — "progress" while it is not
+// done and the counts moved, "" otherwise.
+std::string shard_word(const std::optional<switches::Convergence>& last, const switches::Convergence& now);
+
 int cmd_shard(const CliContext& cli, const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace lanes::cli::commands

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "lanes/cli/graph.hpp"
+#include "over_slurm.hpp"
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 #include "support.hpp"
@@ -153,4 +154,32 @@ TEST_CASE("lanes switch-config prints FRR's three configurations for an frr swit
   CHECK(gobgp.status == 0);
   CHECK(gobgp.out.find("[global.config]") != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a shard says converged each time its switches become whole, again after a flap", "[unit]") {
+  using lanes::cli::commands::shard_word;
+  auto conv = [](size_t full, size_t present) {
+    lanes::switches::Convergence c;
+    c.task_ips = 128;
+    c.aggregates = 12;
+    c.task_ips_full = full;
+    c.aggregates_present = present;
+    return c;
+  };
+  std::optional<lanes::switches::Convergence> last;
+  auto step = [&](lanes::switches::Convergence now) {
+    auto w = shard_word(last, now);
+    last = now;
+    return w;
+  };
+  CHECK(step(conv(0, 0)) == "progress");  // the first word
+  CHECK(step(conv(0, 0)).empty());        // nothing moved
+  CHECK(step(conv(96, 12)) == "progress");
+  CHECK(step(conv(128, 12)) == "converged");
+  CHECK(step(conv(128, 12)).empty());  // said once while it holds
+  // a session flaps on a busy machine: routes go, then come back
+  CHECK(step(conv(124, 12)) == "progress");
+  CHECK(step(conv(128, 12)) == "converged");  // the last word is converged again (it stayed "progress" before)
+  last.reset();
+  CHECK(step(conv(128, 12)) == "converged");  // whole at the first look
 }
