@@ -899,7 +899,6 @@ namespace {
 // asks for it ("" when it can run): an impairment only netem gives, in a
 // phase's topology or in a fault.
 std::string missing_for(const Scenario& sc) {
-  std::string where;
   for (const auto& ph : sc.phases)
     if (const auto* n = ph.topology.first_on_egress(testbed::EgressMode::mptcp)) {
       static const bool mptcp = testbed::probe_kernel_features().mptcp;
@@ -907,24 +906,21 @@ std::string missing_for(const Scenario& sc) {
         return fmt::format("phase {} puts {}'s job on egress mptcp; this kernel has no MPTCP (CONFIG_MPTCP, "
                            "net.mptcp.enabled)", ph.name, n->name);
     }
-  // delay, jitter and reorder are lanes' delay line's where the kernel has
-  // no netem (it needs BPF)
-  static const auto f = testbed::probe_kernel_features();
-  std::string fault_where;
+  // delay, jitter and reorder are netem's or lanes' delay line's (it needs
+  // BPF), as each phase's topology's impair-engine and the kernel say
   for (const auto& ph : sc.phases) {
+    std::string where;
     for (const auto& l : ph.topology.links)
       if (where.empty() && l.impair.netem())
         where = fmt::format("{} at {}:{}", l.impair.netem_parts(), l.impair_loc.file, l.impair_loc.line);
     for (const auto& st : ph.steps)
-      if (fault_where.empty() && st.element == "fault" && st.type == "impair")
+      if (where.empty() && st.element == "fault" && st.type == "impair")
         for (const char* k : testbed::kNetemOnly)
-          if (fault_where.empty() && st.has(k)) fault_where = fmt::format("{} at {}:{}", k, sc.file, st.line);
+          if (where.empty() && st.has(k)) where = fmt::format("{} at {}:{}", k, sc.file, st.line);
+    if (where.empty()) continue;
+    if (auto why = testbed::delay_engine_problem(ph.topology); !why.empty())
+      return fmt::format("phase {} asks for {}; {}", ph.name, where, why);
   }
-  if (where.empty()) where = fault_where;
-  if (!where.empty() && !f.netem && !f.bpf)
-    return fmt::format("it asks for {}; this kernel has no netem, and lanes' delay line needs BPF, which lanes "
-                       "cannot load here",
-                       where);
   return "";
 }
 }  // namespace

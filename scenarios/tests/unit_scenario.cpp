@@ -741,7 +741,7 @@ TEST_CASE("lanes validate checks scenarios and suites, and bad command-line valu
   auto ok = run_lanes({"validate", kDir + "/qualify.xml", kDir + "/nic-failover.xml"});
   INFO(ok.err);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("qualify.xml: ok, 22 scenarios") != std::string::npos);
+  CHECK(ok.out.find("qualify.xml: ok, 23 scenarios") != std::string::npos);
   CHECK(ok.out.find("nic-failover.xml: ok, 1 scenario (nic-failover)") != std::string::npos);
   auto dir = std::filesystem::temp_directory_path() / ("lanes-validate-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

@@ -128,6 +128,17 @@ bool delay_by_lanes() {
   return v;
 }
 
+bool delay_by_lanes(const Topology& t) { return delay_by_lanes(t.impair_engine); }
+
+bool delay_by_lanes(ImpairEngine e) {
+  switch (e) {
+    case ImpairEngine::netem: return false;
+    case ImpairEngine::lanes: return true;
+    case ImpairEngine::automatic: break;
+  }
+  return delay_by_lanes();
+}
+
 std::vector<std::string> delay_args(const Impairment& imp) {
   std::vector<std::string> a;
   if (imp.delay_us) a.push_back(fmt::format("delay={}us", imp.delay_us));
@@ -141,7 +152,7 @@ Status deploy_delay_lines(DeployContext& ctx) {
   const auto& t = ctx.tb.topology();
   bool any = false;
   for (const auto& l : t.links) any = any || l.impair.netem();
-  if (!any || !delay_by_lanes()) return {};
+  if (!any || !delay_by_lanes(t)) return {};
   RunLayout layout(ctx.reg.dir(ctx.run_id));
   for (const auto& l : t.links) {
     if (!l.impair.netem()) continue;

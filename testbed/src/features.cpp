@@ -62,6 +62,18 @@ std::string KernelFeatures::impairments() const {
   return b + "; " + n;
 }
 
+std::string delay_engine_problem(const Topology& t) {
+  static const auto f = probe_kernel_features();
+  switch (t.impair_engine) {
+    case ImpairEngine::netem:
+      return f.netem ? "" : "impair-engine=\"netem\": this kernel has no netem (CONFIG_NET_SCH_NETEM)";
+    case ImpairEngine::lanes:
+      return f.bpf ? "" : "impair-engine=\"lanes\": lanes' delay line needs BPF, which lanes cannot load here";
+    case ImpairEngine::automatic: break;
+  }
+  return f.netem || f.bpf ? "" : "this kernel has no netem, and lanes' delay line needs BPF, which lanes cannot load here";
+}
+
 Status check_kernel_for(const Topology& topo) {
   const Link* first = nullptr;
   for (const auto& l : topo.links)
@@ -73,10 +85,11 @@ Status check_kernel_for(const Topology& topo) {
     return os_error(ENOTSUP, fmt::format("{}: egress=\"mptcp\": this kernel has no MPTCP (CONFIG_MPTCP), or "
                                          "net.mptcp.enabled is 0 in a new namespace",
                                          mptcp_job->name));
-  if (!first || f.netem || f.bpf) return {};  // (without netem, lanes' delay line: it needs BPF)
-  return os_error(ENOTSUP, fmt::format("{}:{}: {} {}, and lanes' delay line needs BPF, which lanes cannot load here",
-                                       first->impair_loc.file, first->impair_loc.line, first->impair.netem_parts(),
-                                       netem_missing()));
+  if (!first) return {};
+  std::string why = delay_engine_problem(topo);  // (without netem, lanes' delay line: it needs BPF)
+  if (why.empty()) return {};
+  return os_error(ENOTSUP, fmt::format("{}:{}: {}: {}", first->impair_loc.file, first->impair_loc.line,
+                                       first->impair.netem_parts(), why));
 }
 
 namespace {

@@ -134,7 +134,7 @@ Status apply(const KernelPlan& plan, const PlanTargets& targets, const std::func
             [&](const change::Impair& i) -> Status {
               // netem inside the device's TBF (set before it), then lanes' BPF program
               // (no netem: lanes-delay, a daemon of the run, delays the device)
-              if (i.impairment.netem() && !delay_by_lanes())
+              if (i.impairment.netem() && !delay_by_lanes(i.engine))
                 if (auto ns = set_netem(*nl, i.index, i.ifname, i.impairment); !ns) return ns;
               if (!i.impairment.bpf()) return {};
               // a BPF program is attached from inside the device's namespace

@@ -39,7 +39,7 @@ Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, Liv
   if (auto st = check_kernel_for(topo); !st) return st.error();  // before anything is made
   // a link's delay without netem is lanes-delay's, a daemon: a run without
   // roles has no supervisor to keep it
-  if (opt.roles.empty() && delay_by_lanes())
+  if (opt.roles.empty() && delay_by_lanes(topo))
     for (const auto& l : topo.links)
       if (l.impair.netem())
         return os_error(ENOTSUP, fmt::format("{}:{}: {}: without netem a link's delay is lanes-delay's, a daemon of "

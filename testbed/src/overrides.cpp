@@ -19,6 +19,7 @@ const std::vector<OverrideAttr>& override_attrs() {
       {"hold-time", "rack", K::integer, "", kHoldTimeBounds},
       {"bfd-interval", "rack", K::integer, "", kBfdIntervalBounds},
       {"switch-stack", "rack|spine", K::choice, "gobgp|frr"},
+      {"impair-engine", "topology", K::choice, "auto|netem|lanes"},
   };
   return a;
 }

@@ -263,9 +263,15 @@ Topology Loader::load() {
     problem(root, "the root element must be <topology>, not <{}>", root.name());
     throw InputError(problems_);
   }
-  check_shape(root, {"name"}, {"addressing", "spine", "rack", "server", "link"});
+  check_shape(root, {"name", "impair-engine"}, {"addressing", "spine", "rack", "server", "link"});
   if (!overrides_.empty()) apply_overrides(root);
   topo_.file = file_;
+  if (auto e = root.attribute("impair-engine")) {
+    std::string v = e.value();
+    if (v == "netem") topo_.impair_engine = ImpairEngine::netem;
+    else if (v == "lanes") topo_.impair_engine = ImpairEngine::lanes;
+    else if (v != "auto") problem(root, "<topology> impair-engine=\"{}\": expected auto, netem or lanes", v);
+  }
   topo_.loc = loc(root);
   topo_.name = get_name(root, "topology");
 

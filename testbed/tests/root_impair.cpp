@@ -340,6 +340,23 @@ TEST_CASE("netem: on a kernel without it a delay is refused by name and nothing 
     CHECK(st.ok());  // lanes' own delay line serves it (root_delay_line.cpp)
   } else {
     REQUIRE_FALSE(st.ok());
-    CHECK(std::string(st.error().what()).rfind("far.xml:5: delay, jitter " + netem_missing(), 0) == 0);
+    CHECK(std::string(st.error().what()).rfind("far.xml:5: delay, jitter: this kernel has no netem", 0) == 0);
   }
+  // a topology that asks for netem by name is refused here, whatever lanes could do instead
+  auto netem_only = load_topology_text(R"(<topology name="x" impair-engine="netem">
+  <spine name="s"/>
+  <rack name="r">
+    <host name="h" nics="2">
+      <nic index="1" delay="2ms"/>
+      <job/>
+    </host>
+  </rack>
+</topology>)",
+                                       "netem.xml");
+  CHECK(netem_only.impair_engine == ImpairEngine::netem);
+  st = check_kernel_for(netem_only);
+  REQUIRE_FALSE(st.ok());
+  CHECK(std::string(st.error().what())
+            .rfind("netem.xml:5: delay: impair-engine=\"netem\": this kernel has no netem (CONFIG_NET_SCH_NETEM)", 0) == 0);
+  CHECK(delay_engine_problem(netem_only) == "impair-engine=\"netem\": this kernel has no netem (CONFIG_NET_SCH_NETEM)");
 }

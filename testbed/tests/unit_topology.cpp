@@ -431,7 +431,7 @@ TEST_CASE("a node's sysctls: every namespace the base, forwarders multipath and 
 TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the elements they belong to", "[unit]") {
   std::map<std::string, const OverrideAttr*> by;
   for (const auto& a : override_attrs()) by[a.name] = &a;
-  CHECK(by.size() == 9);
+  CHECK(by.size() == 10);
   CHECK(override_problem(*by.at("switch-stack"), "frr").empty());
   CHECK(override_problem(*by.at("injector"), "bird").empty());
   CHECK(override_problem(*by.at("injector"), "exec") == "expected one of lanes|exabgp|bird");  // exec needs a command
@@ -462,6 +462,19 @@ TEST_CASE("a scenario's overrides: one table, the loader's bounds, set on the el
     if (n.kind == NodeKind::rack_switch || n.kind == NodeKind::spine) CHECK(n.stack == SwitchStack::frr);
   CHECK(load_topology_text(text, "o.xml").nodes.at(0).stack == SwitchStack::gobgp);
   CHECK_THROWS_AS(load_topology_text(R"(<topology><rack name="r" switch-stack="sonic"><host name="h"><job/></host></rack></topology>)", "b.xml"), InputError);
+  // who delays a link: the file's impair-engine, a scenario's over it, a bad one named at its line
+  CHECK(load_topology_text(text, "o.xml").impair_engine == ImpairEngine::automatic);
+  CHECK(load_topology_text(text, "o.xml", {{"impair-engine", "lanes"}}).impair_engine == ImpairEngine::lanes);
+  std::string netem = R"(<topology impair-engine="netem"><rack name="r"><host name="h"><job/></host></rack></topology>)";
+  CHECK(load_topology_text(netem, "n.xml").impair_engine == ImpairEngine::netem);
+  CHECK(load_topology_text(netem, "n.xml", {{"impair-engine", "auto"}}).impair_engine == ImpairEngine::automatic);
+  CHECK(override_problem(*by.at("impair-engine"), "tc") == "expected one of auto|netem|lanes");
+  try {
+    (void)load_topology_text("<topology\n impair-engine=\"tc\"><rack name=\"r\"><host name=\"h\"><job/></host></rack></topology>", "e.xml");
+    FAIL("impair-engine=tc loaded");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("e.xml:1: <topology> impair-engine=\"tc\": expected auto, netem or lanes"));
+  }
 }
 
 TEST_CASE("injector: lanes' own, ExaBGP, BIRD or the user's command, BIRD's ADD-PATH is refused with the reason",

@@ -129,11 +129,6 @@ std::string Impair::check(const Step& st, const testbed::Topology& topo) const {
 }
 
 namespace {
-// delay, jitter and reorder by lanes' own delay line: where the kernel has no netem
-bool delay_line() {
-  static const bool v = !testbed::probe_kernel_features().netem;
-  return v;
-}
 
 // what the delay line of a side measured, from the state file lanes-delay left
 nlohmann::json delay_measured(const std::string& state) {
@@ -164,6 +159,10 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
     if (!p) throw std::runtime_error(fmt::format("fault {}: {}", type(), p.error().what()));
     imp = p.value();
   }
+  // delay, jitter and reorder by lanes' own delay line: where the kernel has
+  // no netem, or where the topology asks for it (impair-engine)
+  const bool by_lanes = testbed::delay_by_lanes(topo);
+  auto delay_line = [&] { return by_lanes; };
   std::vector<std::pair<const testbed::Endpoint*, const char*>> sides;
   if (dir != "rx") sides.emplace_back(t->named, "tx");
   if (dir != "tx") sides.emplace_back(t->other, "rx");
@@ -256,7 +255,7 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
   ctx.mark(label, "fault");
   if (!measured.empty()) ctx.record_fault(label, {{"impairment", measured}});
   ctx.say(set_ ? fmt::format("fault: {} impaired ({}), {}{}", t->what, dir, imp.describe(),
-                             imp.netem() && delay_line() ? " (the delay by lanes-delay: this kernel has no netem)" : "")
+                             imp.netem() && delay_line() ? " (the delay by lanes-delay)" : "")
                : fmt::format("fault: {} impairment cleared ({}){}", t->what, dir, said));
 }
 

@@ -95,6 +95,9 @@ Status clear_delay_tap(const std::string& where, const std::string& ifname);
 // Whether this machine's delay, jitter and reorder are lanes' delay line's:
 // no netem, and BPF (probed once)
 bool delay_by_lanes();
+// The same for engine E ("auto": as above) and topology T's impair-engine
+bool delay_by_lanes(ImpairEngine e);
+bool delay_by_lanes(const Topology& t);
 
 // lanes-delay's arguments for IMP's delay, jitter, distribution, reorder:
 // "delay=5000us", ...

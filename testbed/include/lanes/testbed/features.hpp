@@ -39,5 +39,10 @@ KernelFeatures probe_kernel_features();
 // netem on a kernel without it, named at its element's file:line; a job on
 // egress mptcp where there is no MPTCP. Probes only when the topology asks.
 Status check_kernel_for(const Topology& topo);
+// Why TOPO's delays cannot be had on this machine ("" when they can):
+// impair-engine="netem" where the kernel has none, "lanes" (or "auto"
+// without netem) where lanes cannot load BPF. Says nothing of whether TOPO
+// asks for a delay at all.
+std::string delay_engine_problem(const Topology& topo);
 
 }  // namespace lanes::testbed

@@ -27,6 +27,12 @@
 
 namespace lanes::testbed {
 
+// What delays a link (delay, jitter, distribution, reorder): netem where
+// the kernel has it and lanes' delay line where it does not (automatic),
+// or the one a topology asks for (impair-engine="netem|lanes").
+enum class ImpairEngine { automatic, netem, lanes };
+
+
 struct Impairment {
   // lanes' BPF program
   uint32_t loss_ppm = 0;       // packets in a million

@@ -77,6 +77,7 @@ struct Impair {
   int index = 0;
   std::string ifname;
   Impairment impairment;
+  ImpairEngine engine = ImpairEngine::automatic;  // the topology's: who delays (netem or lanes-delay)
 };
 struct Nexthop {
   uint32_t id = 0;

@@ -182,6 +182,7 @@ struct Topology {
   std::vector<Node> nodes;
   std::vector<Link> links;
   std::vector<Rack> racks;
+  ImpairEngine impair_engine = ImpairEngine::automatic;
 
   int find_node(const std::string& name) const;  // -1 if absent
   // the first host whose job's egress is M (nullptr: none)
