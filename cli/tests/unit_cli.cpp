@@ -3,9 +3,9 @@
 #include <fstream>
 
 #include "lanes/cli/graph.hpp"
-#include "over_slurm.hpp"
 #include "lanes/testbed/netns.hpp"
 #include "lanes/testbed/topology_loader.hpp"
+#include "over_slurm.hpp"
 #include "support.hpp"
 
 using lanes::test::lanes_bin;

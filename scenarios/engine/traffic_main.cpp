@@ -482,7 +482,8 @@ class Sender {
       if (::getsockopt(f.fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) == 0) result.congestion.assign(cc, strnlen(cc, cl));
       int buf = 0;
       socklen_t bl = sizeof buf;
-      if (g_window && ::getsockopt(f.fd, SOL_SOCKET, SO_SNDBUF, &buf, &bl) == 0 && buf > 0) result.socket_buffer = static_cast<uint64_t>(buf);
+      if (g_window && ::getsockopt(f.fd, SOL_SOCKET, SO_SNDBUF, &buf, &bl) == 0 && buf > 0)
+        result.socket_buffer = static_cast<uint64_t>(buf);
       break;
     }
     for (auto& f : flows_) {

@@ -491,6 +491,13 @@ TEST_CASE("physics: no transfer beats its bytes at the path's rate plus a round 
   CHECK(evaluate(floor, r, "").passed);
   w["seconds"] = 3.239;
   CHECK_FALSE(evaluate(floor, r, "").passed);
+  // a transfer that broke off early measured no path: nothing, not a lie
+  w["seconds"] = 0.01;
+  w["bytes_verified"] = false;
+  a = evaluate(floor, r, "");
+  CHECK_FALSE(a.passed);
+  CHECK(a.measured == "nothing");
+  w["bytes_verified"] = true;
 
   auto ceiling = assertion("window-ceiling", {{"workload", "save"}, {"phase", "four"}, {"rtt", "40ms"}});
   a = evaluate(ceiling, r, "");  // no window= on the workload: no buffer to bound it by

@@ -190,7 +190,9 @@ nlohmann::json delay_line_states(const RunLayout& layout, const Topology& t) {
       auto j = nlohmann::json::parse(in, nullptr, false);
       nlohmann::json x = j.is_object() && j.contains("links") && j["links"].is_array() && !j["links"].empty()
                              ? j["links"][0]
-                             : nlohmann::json{{"where", node + ":" + e->ifname}, {"error", "unreadable: " + state}};
+                             : nlohmann::json{{"error", "unreadable: " + state},
+                                              {"configured_delay_us", l.impair.delay_us},
+                                              {"configured_jitter_us", l.impair.jitter_us}};
       x["where"] = node + ":" + e->ifname;  // (lanes-delay knows only its device)
       x["link"] = t.nodes.at(static_cast<size_t>(l.a.node)).name + " " + t.nodes.at(static_cast<size_t>(l.b.node)).name;
       x["engine"] = "lanes-delay";

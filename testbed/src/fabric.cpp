@@ -141,8 +141,9 @@ FabricPlan fabric_plan(const Topology& topo, const std::string& run_id, const Sh
   for (size_t k = 0; k < topo.links.size(); ++k) {
     const Link& l = topo.links[k];
     if (!l.impair.any()) continue;
-    if (here(l.a.node)) p.qdiscs.add(ns(l.a.node), change::Impair{index[k].first, l.a.ifname, l.impair, topo.impair_engine});
-    if (here(l.b.node)) p.qdiscs.add(ns(l.b.node), change::Impair{index[k].second, l.b.ifname, l.impair, topo.impair_engine});
+    const ImpairEngine e = topo.impair_engine;
+    if (here(l.a.node)) p.qdiscs.add(ns(l.a.node), change::Impair{index[k].first, l.a.ifname, l.impair, e});
+    if (here(l.b.node)) p.qdiscs.add(ns(l.b.node), change::Impair{index[k].second, l.b.ifname, l.impair, e});
   }
   // servers: default routes through the switch they hang off
   for (size_t k = 0; k < topo.links.size(); ++k) {

@@ -37,13 +37,13 @@ LiveRun::~LiveRun() {
 
 Result<LiveRun> LiveRun::start(const Topology& topo, const RunRegistry& reg, LiveRunOptions opt) {
   if (auto st = check_kernel_for(topo); !st) return st.error();  // before anything is made
-  // a link's delay without netem is lanes-delay's, a daemon: a run without
-  // roles has no supervisor to keep it
+  // a link's delay by lanes' delay line (no netem, or impair-engine="lanes")
+  // is lanes-delay's, a daemon: a run without roles has no supervisor to keep it
   if (opt.roles.empty() && delay_by_lanes(topo))
     for (const auto& l : topo.links)
       if (l.impair.netem())
-        return os_error(ENOTSUP, fmt::format("{}:{}: {}: without netem a link's delay is lanes-delay's, a daemon of "
-                                             "the run, and this run starts none",
+        return os_error(ENOTSUP, fmt::format("{}:{}: {}: here a link's delay is lanes' delay line's (lanes-delay, "
+                                             "a daemon of the run), and this run starts none",
                                              l.impair_loc.file, l.impair_loc.line, l.impair.netem_parts()));
   auto impl = std::make_unique<Impl>();
   impl->reg.emplace(reg);

@@ -51,16 +51,17 @@ std::string other_lines(const std::string& path, size_t keep = 6) {
   return s;
 }
 
+}  // namespace
+
 void apply(MachineWord& w, const ShardEvent& e) {
   w.last = e.event;
   w.detail = e.detail;
   if (e.event == "up") w.up = true;
   if (e.event == "converged") w.converged = true;
+  if (e.event == "progress") w.converged = false;  // (a flap after converging: not whole until it says so again)
   if (e.event == "down") w.down = true;
   if (e.event == "failed") w.failed = true;
 }
-
-}  // namespace
 
 std::string SlurmRun::base_dir() { return RunRegistry::default_base() + "-slurm"; }
 

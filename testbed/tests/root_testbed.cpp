@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
+#include "lanes/testbed/delay_line.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "root_support.hpp"
 
@@ -41,9 +43,12 @@ void check_built(ScopedRun& run) {
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     auto links = run.tb().netlink(static_cast<int>(i)).links();
     REQUIRE(links.ok());
+    // a delayed end's delay line has its tap pair beside it (lanes' own, not the topology's)
+    std::set<std::string> taps;
+    for (const auto& l : links.value()) taps.insert({delay_tap_name(l.index, 'a'), delay_tap_name(l.index, 'b')});
     size_t veths = 0;
     for (const auto& l : links.value()) {
-      if (l.name == "lo") continue;
+      if (l.name == "lo" || taps.count(l.name)) continue;
       ++veths;
       INFO(t.nodes[i].name << " " << l.name);
       CHECK(l.admin_up);
@@ -64,7 +69,12 @@ TEST_CASE("each shipped topology comes up with every namespace and link and carr
   CHECK(files.size() >= 6);
   for (const auto& f : files) {
     INFO(f);
-    ScopedRun run(topology(f));
+    // a link's delay by lanes' delay line is a daemon's (lanes-delay): such
+    // a topology comes up with its switches' daemons, as lanes up brings it
+    auto t = load_topology(topology(f));
+    bool daemons = delay_by_lanes(t) && std::any_of(t.links.begin(), t.links.end(),
+                                                    [](const Link& l) { return l.impair.netem(); });
+    ScopedRun run(topology(f), daemons);
     check_built(run);
   }
 }

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "lanes/testbed/slurm.hpp"
+#include "lanes/testbed/slurm_run.hpp"
 #include "lanes/testbed/topology_loader.hpp"
 
 using namespace lanes::testbed;
@@ -80,4 +81,25 @@ TEST_CASE("slurm: a shard finds its step in the controller's list of steps", "[u
   CHECK_FALSE(steps_list_has(list, "12.2"));
   CHECK_FALSE(steps_list_has(list, "2.0"));  // not a part of another step's id
   CHECK_FALSE(steps_list_has("", "12.0"));
+}
+
+TEST_CASE("slurm: a machine is converged from its shard's 'converged' until a 'progress', then again", "[unit]") {
+  MachineWord w;
+  auto say = [&](const char* event) { apply(w, ShardEvent{0, "m1", event, {{"task_ips_full", 1}}}); };
+  say("up");
+  CHECK(w.up);
+  CHECK_FALSE(w.converged);
+  say("progress");
+  say("converged");
+  CHECK(w.converged);
+  CHECK(w.last == "converged");
+  say("progress");  // a session flapped: its routes went
+  CHECK_FALSE(w.converged);
+  CHECK(w.last == "progress");
+  CHECK(w.up);  // up stays
+  say("converged");
+  CHECK(w.converged);
+  say("down");
+  CHECK(w.down);
+  CHECK(w.converged);  // what it was when it went down
 }

@@ -12,7 +12,6 @@
 
 #include "faults.hpp"
 #include "lanes/testbed/delay_line.hpp"
-#include "lanes/testbed/features.hpp"
 #include "lanes/testbed/impair.hpp"
 #include "lanes/testbed/netlink.hpp"
 #include "lanes/testbed/netns.hpp"
@@ -129,7 +128,6 @@ std::string Impair::check(const Step& st, const testbed::Topology& topo) const {
 }
 
 namespace {
-
 // what the delay line of a side measured, from the state file lanes-delay left
 nlohmann::json delay_measured(const std::string& state) {
   std::ifstream in(state);
@@ -144,8 +142,9 @@ nlohmann::json delay_measured(const std::string& state) {
 
 // tx: what the named side sends (its egress), rx: what it receives (the
 // other end's egress). Each side's program is loaded and attached from
-// inside its namespace; it stays when this returns. Where the kernel has
-// no netem, delay, jitter and reorder are lanes-delay's (one process a
+// inside its namespace; it stays when this returns. Where the topology's
+// delays are lanes' delay line's (no netem, or impair-engine="lanes"),
+// delay, jitter and reorder are lanes-delay's (one process a
 // side, in the side's namespace, until the impairment is cleared or
 // replaced or the phase ends).
 void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) const {
@@ -162,7 +161,6 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
   // delay, jitter and reorder by lanes' own delay line: where the kernel has
   // no netem, or where the topology asks for it (impair-engine)
   const bool by_lanes = testbed::delay_by_lanes(topo);
-  auto delay_line = [&] { return by_lanes; };
   std::vector<std::pair<const testbed::Endpoint*, const char*>> sides;
   if (dir != "rx") sides.emplace_back(t->named, "tx");
   if (dir != "tx") sides.emplace_back(t->other, "rx");
@@ -174,7 +172,7 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
     std::optional<testbed::DeviceImpairment> dev;
     // the delay line before: ended (its figures kept); what it left, if it was killed, goes below
     std::string helper = "delay " + key, state = ctx.out_base(fmt::format("delay-{}-{}", node, ep->ifname)) + ".json";
-    if (delay_line() && ctx.stop_helper(helper)) measured[what]["delay"] = delay_measured(state);
+    if (by_lanes && ctx.stop_helper(helper)) measured[what]["delay"] = delay_measured(state);
     auto st2 = testbed::run_in_netns(
         ctx.node_ns(node),
         [&]() -> testbed::Status {
@@ -183,9 +181,9 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
           auto nl = testbed::Netlink::open_here(node);
           if (!nl) return nl.error();
           // what the step does not set goes: an impair replaces the one before it
-          if (!imp.netem() && !delay_line())
+          if (!imp.netem() && !by_lanes)
             if (auto c = testbed::clear_netem(nl.value(), idx, ep->ifname); !c) return c;
-          if (delay_line())
+          if (by_lanes)
             if (auto c = testbed::clear_delay_tap(node, ep->ifname); !c) return c;
           if (!imp.bpf()) {
             if (auto c = testbed::DeviceImpairment::clear(idx, ep->ifname); !c) return c;
@@ -194,13 +192,13 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
             if (!d) return d.error();
             dev.emplace(std::move(d.value()));
           }
-          if (imp.netem() && !delay_line()) return testbed::set_netem(nl.value(), idx, ep->ifname, imp);
+          if (imp.netem() && !by_lanes) return testbed::set_netem(nl.value(), idx, ep->ifname, imp);
           return {};
         },
         fmt::format("{} on {}:{}", type(), node, ep->ifname));
     if (!st2) throw std::runtime_error(st2.error().what());
     // the delay line: its draws its own (a seed per side)
-    if (delay_line() && imp.netem()) {
+    if (by_lanes && imp.netem()) {
       uint64_t seed = ctx.seed() ^ std::hash<std::string>{}(key);
       std::vector<std::string> args = {"--state", state, "--seed", std::to_string(seed), ep->ifname};
       for (const char* k : testbed::kNetemOnly)
@@ -255,7 +253,7 @@ void Impair::apply(const Step& st, const std::string& label, StepContext& ctx) c
   ctx.mark(label, "fault");
   if (!measured.empty()) ctx.record_fault(label, {{"impairment", measured}});
   ctx.say(set_ ? fmt::format("fault: {} impaired ({}), {}{}", t->what, dir, imp.describe(),
-                             imp.netem() && delay_line() ? " (the delay by lanes-delay)" : "")
+                             imp.netem() && by_lanes ? " (the delay by lanes-delay)" : "")
                : fmt::format("fault: {} impairment cleared ({}){}", t->what, dir, said));
 }
 

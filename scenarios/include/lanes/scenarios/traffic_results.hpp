@@ -43,7 +43,7 @@ struct SendResult {
   int interval_ms = 100;
   std::string to;  // the address it sent to
   std::string congestion;  // the TCP congestion control its flows ran
-  uint64_t socket_buffer = 0;  // a flow's send buffer as the kernel keeps it (SO_SNDBUF; with --window, twice it)
+  uint64_t socket_buffer = 0;  // --window only: a flow's send buffer as the kernel keeps it (SO_SNDBUF: twice it)
 };
 
 // recv: what arrived and was verified, per flow

@@ -29,9 +29,9 @@
 
 #include "lanes/testbed/event_loop.hpp"
 #include "lanes/testbed/impair.hpp"
+#include "lanes/testbed/model.hpp"
 #include "lanes/testbed/result.hpp"
 #include "lanes/testbed/run_layout.hpp"
-#include "lanes/testbed/model.hpp"
 
 namespace lanes::testbed {
 
@@ -112,8 +112,9 @@ Status deploy_delay_lines(DeployContext& ctx);
 // What the delay lines of run LAYOUT's topology links measured so far (the
 // state files deploy_delay_lines' daemons write every second): one object
 // per link end, as lanes-delay writes it, with "link" ("a b") and "engine"
-// ("lanes-delay"); ends whose file is missing or unreadable say so in
-// "error". Empty where the run has no delay line.
+// ("lanes-delay"); an end whose file cannot be read says so in "error" (with
+// its configured delay). Ends without a file are left out (netem's, another
+// machine's). Empty where the run has no delay line.
 nlohmann::json delay_line_states(const RunLayout& layout, const Topology& t);
 
 }  // namespace lanes::testbed

@@ -32,7 +32,6 @@ namespace lanes::testbed {
 // or the one a topology asks for (impair-engine="netem|lanes").
 enum class ImpairEngine { automatic, netem, lanes };
 
-
 struct Impairment {
   // lanes' BPF program
   uint32_t loss_ppm = 0;       // packets in a million

@@ -42,6 +42,10 @@ struct MachineWord {
   nlohmann::json detail = nlohmann::json::object();
   bool up = false, converged = false, down = false, failed = false;
 };
+// W after E, a status line of W's shard: its last word and detail; up,
+// down and failed once said stay; converged holds from "converged" until a
+// "progress" (the machine's switches lost something again)
+void apply(MachineWord& w, const ShardEvent& e);
 
 struct SlurmDownReport {
   int namespaces = 0, processes = 0;
