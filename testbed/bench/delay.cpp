@@ -203,23 +203,9 @@ Row measure(const Pair& p, const Impairment* imp, uint64_t rate_bps, double seco
   ::setsockopt(prx, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
   auto take = [&] {
     for (;;) {
-      int64_t sent_ns = 0;
-      iovec iov{&sent_ns, sizeof sent_ns};
-      alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
-      msghdr mh{};
-      mh.msg_iov = &iov;
-      mh.msg_iovlen = 1;
-      mh.msg_control = ctl;
-      mh.msg_controllen = sizeof ctl;
-      if (::recvmsg(prx, &mh, MSG_DONTWAIT) != sizeof sent_ns) break;
-      int64_t at = 0;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-          timespec ts{};
-          std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-          at = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-        }
-      if (at == 0) continue;
+      int64_t sent_ns = 0, at = -1;
+      if (recv_stamped(prx, &sent_ns, sizeof sent_ns, MSG_DONTWAIT, at) != sizeof sent_ns) break;
+      if (at < 0) continue;
       d.push_back(static_cast<double>(at - sent_ns) / 1e3);
       ++row.got;
     }

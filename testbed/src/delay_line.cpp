@@ -368,33 +368,41 @@ Status DelayLine::attach(EventLoop& loop) {
   return {};
 }
 
+ssize_t recv_stamped(int fd, void* buf, size_t len, int flags, int64_t& stamp_ns) {
+  iovec iov{buf, len};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = ctl;
+  mh.msg_controllen = sizeof ctl;
+  ssize_t got = ::recvmsg(fd, &mh, flags);
+  stamp_ns = -1;
+  if (got < 0) return got;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+      timespec ts{};
+      std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+      stamp_ns = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+    }
+  return got;
+}
+
 void DelayLine::on_packets(Link& l) {
   static thread_local std::vector<uint8_t> buf(kFrame);
   // the kernel's stamps are on the real-time clock: the monotonic one is
   // that minus their difference now
   int64_t mono_minus_real = now_ns() - real_ns();
   for (int n = 0; n < 256; ++n) {
-    iovec iov{buf.data(), buf.size()};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(timespec))];
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = ctl;
-    mh.msg_controllen = sizeof ctl;
-    ssize_t got = ::recvmsg(l.rx.get(), &mh, MSG_TRUNC);
+    int64_t stamped = -1;
+    ssize_t got = recv_stamped(l.rx.get(), buf.data(), buf.size(), MSG_TRUNC, stamped);
     if (got < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
       ++l.st.rx_errors;  // (the packet is gone: a GSO type the virtio-net header cannot say)
       continue;
     }
-    int64_t read = now_ns(), stamped = -1;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
-        timespec ts{};
-        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
-        stamped = int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec + mono_minus_real;
-      }
-    int64_t t = DelaySchedule::arrival_ns(stamped, read, l.last_arrival_ns);
+    if (stamped >= 0) stamped += mono_minus_real;
+    int64_t t = DelaySchedule::arrival_ns(stamped, now_ns(), l.last_arrival_ns);
     if (static_cast<size_t>(got) > buf.size()) {  // larger than a GSO packet can be: not one of the device's
       log::warn("delay line {}: a {}-byte packet on the tap, dropped", l.st.where, got);
       continue;

@@ -84,6 +84,11 @@ class DelayLine {
   int64_t armed_ns_ = -1;
 };
 
+// One datagram of FD (SO_TIMESTAMPNS on) into BUF: recvmsg's result, and
+// in STAMP_NS the kernel's stamp of its arrival on the real-time clock, -1
+// when it carries none. What the delay line and its benchmark read by.
+ssize_t recv_stamped(int fd, void* buf, size_t len, int flags, int64_t& stamp_ns);
+
 // The tap pair's names for the device of ifindex INDEX
 std::string delay_tap_name(int index, char end);
 // Takes what a delay line left on device IFNAME of the calling thread's
