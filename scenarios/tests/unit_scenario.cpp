@@ -132,6 +132,21 @@ TEST_CASE("scenario problems are all reported as file:line before anything is bu
   CHECK(has(p, f + "15: baseline=\"b\": no phase of that name"));
   CHECK(has(p, f + "16: <bogus> is not allowed here"));
   CHECK(p.size() == 18);
+  // figure= is latency-ratio's: on another ratio it is refused when the file loads, not after the run
+  auto q = problems_of(R"(<scenario name="x">
+  <topology file="../topologies/laptop.xml"/>
+  <phase name="a"><workload name="w" type="dataload" host="h1" server="storage" rate="10"/></phase>
+  <phase name="b"><workload name="w" type="dataload" host="h1" server="storage" rate="10"/></phase>
+  <assert type="throughput-ratio" workload="w" phase="a" baseline="b" figure="p99_typical_ms"/>
+  <assert type="latency-ratio" workload="w" phase="a" baseline="b" figure="p99_typical_ms"/>
+  <assert type="latency-ratio" workload="w" phase="a" baseline="b" figure="p50_ms"/>
+</scenario>)");
+  std::string all;
+  for (const auto& x : q) all += x + "\n";
+  INFO(all);
+  CHECK(q.size() == 2);
+  CHECK(has(q, f + "5: <assert> has no attribute 'figure'"));
+  CHECK(has(q, f + "7: figure=\"p50_ms\": expected one of p99_final_ms|p99_typical_ms"));
 }
 
 TEST_CASE("tcp-congestion: cubic unless a scenario names another and a bad name is refused at its line", "[unit]") {

@@ -64,7 +64,11 @@ std::string KernelFeatures::impairments() const {
 
 std::string delay_engine_problem(const Topology& t) {
   static const auto f = probe_kernel_features();
-  switch (t.impair_engine) {
+  return delay_engine_problem(t.impair_engine, f);
+}
+
+std::string delay_engine_problem(ImpairEngine e, const KernelFeatures& f) {
+  switch (e) {
     case ImpairEngine::netem:
       return f.netem ? "" : "impair-engine=\"netem\": this kernel has no netem (CONFIG_NET_SCH_NETEM)";
     case ImpairEngine::lanes:
@@ -86,7 +90,7 @@ Status check_kernel_for(const Topology& topo) {
                                          "net.mptcp.enabled is 0 in a new namespace",
                                          mptcp_job->name));
   if (!first) return {};
-  std::string why = delay_engine_problem(topo);  // (without netem, lanes' delay line: it needs BPF)
+  std::string why = delay_engine_problem(topo.impair_engine, f);  // (without netem, lanes' delay line: it needs BPF)
   if (why.empty()) return {};
   return os_error(ENOTSUP, fmt::format("{}:{}: {}: {}", first->impair_loc.file, first->impair_loc.line,
                                        first->impair.netem_parts(), why));

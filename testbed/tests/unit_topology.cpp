@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "lanes/testbed/limits.hpp"
+#include "lanes/testbed/features.hpp"
 #include "lanes/testbed/overrides.hpp"
 #include "lanes/testbed/run_registry.hpp"
 #include "lanes/testbed/fabric.hpp"
@@ -538,4 +539,24 @@ TEST_CASE("program: the user's egress object, next to the topology, it needs a b
   auto base = load_topology_text(job("egress=\"bpf\" program=\"mine.bpf.o\""), file, {{"egress", "single"}});
   CHECK(base.nodes.at(static_cast<size_t>(base.find_node("h"))).job->egress_program.empty());
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("who delays: each impair-engine on a kernel with and without netem and BPF", "[unit]") {
+  auto kernel = [](bool netem, bool bpf) {
+    KernelFeatures f;
+    f.netem = netem;
+    f.bpf = bpf;
+    return f;
+  };
+  const std::string no_netem = "impair-engine=\"netem\": this kernel has no netem (CONFIG_NET_SCH_NETEM)";
+  const std::string no_bpf = "impair-engine=\"lanes\": lanes' delay line needs BPF, which lanes cannot load here";
+  const std::string neither = "this kernel has no netem, and lanes' delay line needs BPF, which lanes cannot load here";
+  for (bool netem : {false, true})
+    for (bool bpf : {false, true}) {
+      INFO("netem " << netem << ", bpf " << bpf);
+      auto f = kernel(netem, bpf);
+      CHECK(delay_engine_problem(ImpairEngine::netem, f) == (netem ? "" : no_netem));
+      CHECK(delay_engine_problem(ImpairEngine::lanes, f) == (bpf ? "" : no_bpf));
+      CHECK(delay_engine_problem(ImpairEngine::automatic, f) == (netem || bpf ? "" : neither));
+    }
 }

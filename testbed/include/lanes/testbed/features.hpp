@@ -43,6 +43,7 @@ Status check_kernel_for(const Topology& topo);
 // impair-engine="netem" where the kernel has none, "lanes" (or "auto"
 // without netem) where lanes cannot load BPF. Says nothing of whether TOPO
 // asks for a delay at all.
-std::string delay_engine_problem(const Topology& topo);
+std::string delay_engine_problem(const Topology& topo);  // (this machine's features, probed once)
+std::string delay_engine_problem(ImpairEngine e, const KernelFeatures& f);
 
 }  // namespace lanes::testbed
